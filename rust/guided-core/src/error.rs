@@ -1,0 +1,72 @@
+//! One error type for the whole core.
+//!
+//! Every way the library can refuse its input is a variant here, and each variant maps one to one
+//! onto a Python exception class (`RegexSyntaxError`, `UnsupportedSchemaError`, `SizeLimitError`,
+//! `VocabularyError`, `InvalidTokenError`). Keeping the mapping this flat means the bindings never
+//! have to guess: they match on the variant and copy its fields into the exception's attributes.
+//! Messages name the construct and where it is, because "bad pattern" is useless to a user who sent
+//! a 4 KB schema.
+
+use thiserror::Error;
+
+/// Everything the core can refuse.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Error {
+    /// A pattern that is malformed or uses a construct outside the dialect.
+    #[error("regex syntax error at position {position}: {message} (in pattern {pattern:?})")]
+    RegexSyntax {
+        /// The pattern as given.
+        pattern: String,
+        /// Offset of the offending construct, in code points from the start of the pattern.
+        position: usize,
+        /// What is wrong, naming the construct.
+        message: String,
+    },
+    /// A JSON Schema keyword (or value) that cannot be enforced exactly.
+    #[error("unsupported schema at {pointer:?}: {message}")]
+    UnsupportedSchema {
+        /// The keyword at fault.
+        keyword: String,
+        /// JSON pointer to the schema object holding it.
+        pointer: String,
+        /// Why it cannot be compiled.
+        message: String,
+    },
+    /// A configurable size or time budget was crossed.
+    #[error("size limit exceeded: {limit} reached {value}, the maximum is {maximum}")]
+    SizeLimit {
+        /// Name of the limit (`max_states`, `nfa_states`, `max_recursion_depth`, ...).
+        limit: String,
+        /// The value that crossed it.
+        value: u64,
+        /// The configured maximum.
+        maximum: u64,
+    },
+    /// Tokenizer data that cannot be read or does not hold together.
+    #[error("vocabulary error: {0}")]
+    Vocabulary(String),
+    /// A token the constraint does not allow in this state, or an id out of range.
+    #[error("invalid token {token} in state {state}: {message}")]
+    InvalidToken {
+        /// The token id.
+        token: i64,
+        /// The automaton state it was offered in.
+        state: u32,
+        /// Why it was refused.
+        message: String,
+    },
+}
+
+impl Error {
+    /// A `SizeLimit` error for `limit`, which reached `value` against `maximum`.
+    pub fn size_limit(limit: &str, value: usize, maximum: usize) -> Self {
+        Error::SizeLimit {
+            limit: limit.to_string(),
+            value: value as u64,
+            maximum: maximum as u64,
+        }
+    }
+}
+
+/// The core's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

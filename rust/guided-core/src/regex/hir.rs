@@ -1,0 +1,559 @@
+//! The high-level intermediate representation every front end lowers into.
+//!
+//! A pattern's surface syntax has many ways to say one thing (`a{2}` and `aa`, `[0-9]` and `\d`,
+//! lazy and greedy quantifiers, which mean the same under full match). The HIR forgets all of that:
+//! it has sets of code points, literal byte strings, concatenation, alternation, counted repetition,
+//! the two anchors, and, for the JSON Schema compiler's boolean keywords, intersection and
+//! complement. Nothing here knows about bytes or states; the NFA compiler does the UTF-8 work.
+//!
+//! The smart constructors ([`Hir::concat`], [`Hir::alternation`], [`Hir::repeat`]) flatten nested
+//! nodes and fold the obvious identities (`x{1}` is `x`, a concatenation holding an empty set matches
+//! nothing). That keeps generated HIRs, which can be large for real schemas, from carrying layers of
+//! one-child nodes into the automaton construction, where every node costs states.
+//!
+//! [`Hir`] implements `Display`, printing a pattern in the crate's own dialect that parses back to
+//! an equivalent HIR. Patterns without intersection or complement print in the subset Python's `re`
+//! also reads, so the text the schema compiler hands out is useful to other engines too.
+
+use std::fmt::{self, Write as _};
+
+/// The largest Unicode scalar value.
+pub const MAX_CODE_POINT: u32 = 0x10FFFF;
+
+/// A set of code points: sorted, non-overlapping, non-adjacent inclusive ranges.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ClassSet {
+    ranges: Vec<(u32, u32)>,
+}
+
+impl ClassSet {
+    /// The empty set.
+    pub fn empty() -> Self {
+        ClassSet { ranges: Vec::new() }
+    }
+
+    /// Every code point, surrogates included (they vanish when the set is encoded as UTF-8).
+    pub fn full() -> Self {
+        ClassSet {
+            ranges: vec![(0, MAX_CODE_POINT)],
+        }
+    }
+
+    /// The set holding `lo..=hi`; empty if `lo > hi`.
+    pub fn range(lo: u32, hi: u32) -> Self {
+        Self::from_ranges([(lo, hi)])
+    }
+
+    /// The set holding one code point.
+    pub fn single(c: u32) -> Self {
+        Self::range(c, c)
+    }
+
+    /// Builds a set from ranges in any order; ranges with `lo > hi` are dropped and values above
+    /// [`MAX_CODE_POINT`] are clipped.
+    pub fn from_ranges(ranges: impl IntoIterator<Item = (u32, u32)>) -> Self {
+        let mut v: Vec<(u32, u32)> = ranges
+            .into_iter()
+            .filter(|&(lo, hi)| lo <= hi && lo <= MAX_CODE_POINT)
+            .map(|(lo, hi)| (lo, hi.min(MAX_CODE_POINT)))
+            .collect();
+        v.sort_unstable();
+        let mut out: Vec<(u32, u32)> = Vec::with_capacity(v.len());
+        for (lo, hi) in v {
+            match out.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => out.push((lo, hi)),
+            }
+        }
+        ClassSet { ranges: out }
+    }
+
+    /// The ranges, sorted and disjoint.
+    pub fn ranges(&self) -> &[(u32, u32)] {
+        &self.ranges
+    }
+
+    /// Whether the set holds no code point.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Whether `c` is in the set.
+    pub fn contains(&self, c: u32) -> bool {
+        self.ranges
+            .binary_search_by(|&(lo, hi)| {
+                if hi < c {
+                    std::cmp::Ordering::Less
+                } else if lo > c {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok()
+    }
+
+    /// The union of two sets.
+    pub fn union(&self, other: &ClassSet) -> ClassSet {
+        Self::from_ranges(self.ranges.iter().chain(other.ranges.iter()).copied())
+    }
+
+    /// Every code point not in the set.
+    pub fn negate(&self) -> ClassSet {
+        let mut out = Vec::with_capacity(self.ranges.len() + 1);
+        let mut next = 0u32;
+        for &(lo, hi) in &self.ranges {
+            if lo > next {
+                out.push((next, lo - 1));
+            }
+            next = hi + 1;
+        }
+        if next <= MAX_CODE_POINT {
+            out.push((next, MAX_CODE_POINT));
+        }
+        ClassSet { ranges: out }
+    }
+
+    /// The intersection of two sets.
+    pub fn intersect(&self, other: &ClassSet) -> ClassSet {
+        self.negate().union(&other.negate()).negate()
+    }
+
+    /// The set minus `other`.
+    pub fn difference(&self, other: &ClassSet) -> ClassSet {
+        self.intersect(&other.negate())
+    }
+
+    /// Adds the other case of every ASCII letter, as `re.IGNORECASE | re.ASCII` folds.
+    pub fn ascii_case_fold(&self) -> ClassSet {
+        let mut extra = Vec::new();
+        for &(lo, hi) in &self.ranges {
+            for (a, z, delta) in [(b'a' as u32, b'z' as u32, -32i32), (b'A' as u32, b'Z' as u32, 32)] {
+                let (l, h) = (lo.max(a), hi.min(z));
+                if l <= h {
+                    extra.push(((l as i32 + delta) as u32, (h as i32 + delta) as u32));
+                }
+            }
+        }
+        Self::from_ranges(self.ranges.iter().copied().chain(extra))
+    }
+}
+
+/// A zero-width assertion. Under full-match semantics both refer to the whole text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Look {
+    /// `^`: nothing has been read yet.
+    Start,
+    /// `$`: nothing more will be read.
+    End,
+}
+
+/// A regular expression over code points (and, through [`Hir::Literal`], UTF-8 bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Hir {
+    /// The empty string.
+    Empty,
+    /// A fixed UTF-8 byte string (never empty: the constructor turns `""` into [`Hir::Empty`]).
+    Literal(Vec<u8>),
+    /// One code point from the set. An empty set matches nothing.
+    Class(ClassSet),
+    /// A zero-width anchor.
+    Look(Look),
+    /// The children one after the other.
+    Concat(Vec<Hir>),
+    /// Any one of the children.
+    Alternation(Vec<Hir>),
+    /// `min` to `max` (unbounded when `None`) copies of the child.
+    Repeat {
+        /// The repeated expression.
+        sub: Box<Hir>,
+        /// Fewest copies.
+        min: u32,
+        /// Most copies; `None` for no bound.
+        max: Option<u32>,
+    },
+    /// Strings every child matches.
+    Intersection(Vec<Hir>),
+    /// Valid UTF-8 strings the child does not match.
+    Complement(Box<Hir>),
+}
+
+impl Hir {
+    /// Matches nothing at all.
+    pub fn nothing() -> Hir {
+        Hir::Class(ClassSet::empty())
+    }
+
+    /// Whether this is the canonical "matches nothing" node.
+    pub fn is_nothing(&self) -> bool {
+        matches!(self, Hir::Class(c) if c.is_empty())
+    }
+
+    /// Matches exactly the UTF-8 encoding of `s`.
+    pub fn literal(s: &str) -> Hir {
+        Self::literal_bytes(s.as_bytes().to_vec())
+    }
+
+    /// Matches exactly these bytes (callers keep them valid UTF-8 where the context needs it).
+    pub fn literal_bytes(bytes: Vec<u8>) -> Hir {
+        if bytes.is_empty() {
+            Hir::Empty
+        } else {
+            Hir::Literal(bytes)
+        }
+    }
+
+    /// One code point from `set`.
+    pub fn class(set: ClassSet) -> Hir {
+        Hir::Class(set)
+    }
+
+    /// Any code point.
+    pub fn any_char() -> Hir {
+        Hir::Class(ClassSet::full())
+    }
+
+    /// The children in sequence, flattened; a child that matches nothing makes the whole match
+    /// nothing.
+    pub fn concat(children: impl IntoIterator<Item = Hir>) -> Hir {
+        let mut out: Vec<Hir> = Vec::new();
+        for child in children {
+            match child {
+                Hir::Empty => {}
+                c if c.is_nothing() => return Hir::nothing(),
+                Hir::Concat(inner) => out.extend(inner),
+                Hir::Literal(bytes) => match out.last_mut() {
+                    Some(Hir::Literal(prev)) => prev.extend_from_slice(&bytes),
+                    _ => out.push(Hir::Literal(bytes)),
+                },
+                c => out.push(c),
+            }
+        }
+        match out.len() {
+            0 => Hir::Empty,
+            1 => out.pop().unwrap_or(Hir::Empty),
+            _ => Hir::Concat(out),
+        }
+    }
+
+    /// Any one of the children, flattened; children that match nothing are dropped, and classes
+    /// standing side by side are merged.
+    pub fn alternation(children: impl IntoIterator<Item = Hir>) -> Hir {
+        let mut out: Vec<Hir> = Vec::new();
+        for child in children {
+            match child {
+                c if c.is_nothing() => {}
+                Hir::Alternation(inner) => out.extend(inner),
+                Hir::Class(set) => match out.last_mut() {
+                    Some(Hir::Class(prev)) => *prev = prev.union(&set),
+                    _ => out.push(Hir::Class(set)),
+                },
+                c => {
+                    if !out.contains(&c) {
+                        out.push(c)
+                    }
+                }
+            }
+        }
+        match out.len() {
+            0 => Hir::nothing(),
+            1 => out.pop().unwrap_or_else(Hir::nothing),
+            _ => Hir::Alternation(out),
+        }
+    }
+
+    /// `min..=max` copies of `sub` (`max = None`: unbounded). A `max` below `min` matches nothing.
+    pub fn repeat(sub: Hir, min: u32, max: Option<u32>) -> Hir {
+        if let Some(max) = max {
+            if max < min {
+                return Hir::nothing();
+            }
+            if max == 0 {
+                return Hir::Empty;
+            }
+        }
+        if min == 1 && max == Some(1) {
+            return sub;
+        }
+        match sub {
+            Hir::Empty | Hir::Look(_) if min <= 1 => sub,
+            Hir::Empty => Hir::Empty,
+            s if s.is_nothing() => {
+                if min == 0 {
+                    Hir::Empty
+                } else {
+                    Hir::nothing()
+                }
+            }
+            s => Hir::Repeat {
+                sub: Box::new(s),
+                min,
+                max,
+            },
+        }
+    }
+
+    /// `sub?`.
+    pub fn optional(sub: Hir) -> Hir {
+        Self::repeat(sub, 0, Some(1))
+    }
+
+    /// Strings every child matches.
+    pub fn intersection(children: impl IntoIterator<Item = Hir>) -> Hir {
+        let mut out: Vec<Hir> = Vec::new();
+        for child in children {
+            match child {
+                c if c.is_nothing() => return Hir::nothing(),
+                Hir::Intersection(inner) => out.extend(inner),
+                c => {
+                    if !out.contains(&c) {
+                        out.push(c)
+                    }
+                }
+            }
+        }
+        match out.len() {
+            0 => Hir::Complement(Box::new(Hir::nothing())),
+            1 => out.pop().unwrap_or_else(Hir::nothing),
+            _ => Hir::Intersection(out),
+        }
+    }
+
+    /// Valid UTF-8 strings that `sub` does not match.
+    pub fn complement(sub: Hir) -> Hir {
+        match sub {
+            Hir::Complement(inner) => *inner,
+            s => Hir::Complement(Box::new(s)),
+        }
+    }
+
+    /// Whether the HIR uses intersection or complement anywhere.
+    pub fn has_boolean_operators(&self) -> bool {
+        match self {
+            Hir::Intersection(_) | Hir::Complement(_) => true,
+            Hir::Concat(c) | Hir::Alternation(c) => c.iter().any(Hir::has_boolean_operators),
+            Hir::Repeat { sub, .. } => sub.has_boolean_operators(),
+            _ => false,
+        }
+    }
+}
+
+/// Printing precedence: what a child must be wrapped in to keep its meaning.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Prec {
+    Alternation,
+    Concat,
+    Atom,
+}
+
+impl Hir {
+    fn prec(&self) -> Prec {
+        match self {
+            Hir::Alternation(_) => Prec::Alternation,
+            Hir::Concat(_) => Prec::Concat,
+            Hir::Literal(b) if String::from_utf8_lossy(b).chars().count() > 1 => Prec::Concat,
+            _ => Prec::Atom,
+        }
+    }
+
+    fn write_at(&self, f: &mut fmt::Formatter<'_>, need: Prec) -> fmt::Result {
+        if self.prec() < need {
+            f.write_str("(?:")?;
+            self.write_at(f, Prec::Alternation)?;
+            return f.write_str(")");
+        }
+        match self {
+            Hir::Empty => f.write_str("(?:)"),
+            Hir::Literal(bytes) => {
+                for c in String::from_utf8_lossy(bytes).chars() {
+                    write_char(f, c as u32, false)?;
+                }
+                Ok(())
+            }
+            Hir::Class(set) => write_class(f, set),
+            Hir::Look(Look::Start) => f.write_str("^"),
+            Hir::Look(Look::End) => f.write_str("$"),
+            Hir::Concat(children) => {
+                for c in children {
+                    c.write_at(f, Prec::Concat)?;
+                }
+                Ok(())
+            }
+            Hir::Alternation(children) => {
+                for (i, c) in children.iter().enumerate() {
+                    if i > 0 {
+                        f.write_char('|')?;
+                    }
+                    c.write_at(f, Prec::Concat)?;
+                }
+                Ok(())
+            }
+            Hir::Repeat { sub, .. } => {
+                // `a{2}{3}` reads differently across dialects, so a repeated repeat is grouped.
+                if matches!(**sub, Hir::Repeat { .. }) || sub.prec() < Prec::Atom {
+                    f.write_str("(?:")?;
+                    sub.write_at(f, Prec::Alternation)?;
+                    f.write_str(")")?;
+                } else {
+                    sub.write_at(f, Prec::Atom)?;
+                }
+                write_quantifier(self, f)
+            }
+            Hir::Intersection(children) => {
+                f.write_str("(?&")?;
+                for (i, c) in children.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("&&")?;
+                    }
+                    c.write_at(f, Prec::Alternation)?;
+                }
+                f.write_str(")")
+            }
+            Hir::Complement(sub) => {
+                f.write_str("(?~")?;
+                sub.write_at(f, Prec::Alternation)?;
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Hir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_at(f, Prec::Alternation)
+    }
+}
+
+fn write_quantifier(h: &Hir, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    if let Hir::Repeat { min, max, .. } = h {
+        match (min, max) {
+            (0, None) => f.write_str("*"),
+            (1, None) => f.write_str("+"),
+            (0, Some(1)) => f.write_str("?"),
+            (m, None) => write!(f, "{{{m},}}"),
+            (m, Some(n)) if m == n => write!(f, "{{{m}}}"),
+            (m, Some(n)) => write!(f, "{{{m},{n}}}"),
+        }
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes one code point so that it reads back as itself, inside a class or outside one.
+fn write_char(f: &mut fmt::Formatter<'_>, c: u32, in_class: bool) -> fmt::Result {
+    let special: &[u8] = if in_class {
+        b"\\]^-["
+    } else {
+        b"\\.+*?()|[]{}^$&~"
+    };
+    match c {
+        0x0A => f.write_str("\\n"),
+        0x09 => f.write_str("\\t"),
+        0x0D => f.write_str("\\r"),
+        0x0C => f.write_str("\\f"),
+        0x0B => f.write_str("\\v"),
+        c if c < 0x80 && special.contains(&(c as u8)) => write!(f, "\\{}", c as u8 as char),
+        c if c < 0x20 || c == 0x7F => write!(f, "\\x{c:02x}"),
+        c if (0x80..0x100).contains(&c) => write!(f, "\\x{c:02x}"),
+        c if (0xD800..=0xDFFF).contains(&c) || (0x100..0x10000).contains(&c) && !is_printable(c) => {
+            write!(f, "\\u{c:04x}")
+        }
+        c if c >= 0x10000 && !is_printable(c) => write!(f, "\\U{c:08x}"),
+        c => match char::from_u32(c) {
+            Some(ch) => f.write_char(ch),
+            None => write!(f, "\\u{c:04x}"),
+        },
+    }
+}
+
+/// Printable enough to appear literally in a pattern: not a control, separator or private-use
+/// code point. The check is deliberately coarse; anything it rejects is escaped, which is always
+/// correct.
+fn is_printable(c: u32) -> bool {
+    !matches!(c, 0x80..=0x9F | 0x2000..=0x200F | 0x2028..=0x202F | 0xE000..=0xF8FF | 0xFFF0..=0xFFFF)
+        && c < 0xF0000
+}
+
+fn write_class(f: &mut fmt::Formatter<'_>, set: &ClassSet) -> fmt::Result {
+    let ranges = set.ranges();
+    if ranges.is_empty() {
+        // An empty class does not exist in most dialects; a negated full class does.
+        return f.write_str("[^\\x00-\\U0010ffff]");
+    }
+    if ranges.len() == 1 && ranges[0].0 == ranges[0].1 {
+        return write_char(f, ranges[0].0, false);
+    }
+    if ranges == [(0, 9), (11, MAX_CODE_POINT)] {
+        return f.write_str(".");
+    }
+    let negated = set.negate();
+    let (prefix, body) = if negated.ranges().len() < ranges.len() {
+        ("[^", negated)
+    } else {
+        ("[", set.clone())
+    };
+    f.write_str(prefix)?;
+    for &(lo, hi) in body.ranges() {
+        write_char(f, lo, true)?;
+        if hi > lo {
+            if hi > lo + 1 {
+                f.write_char('-')?;
+            }
+            write_char(f, hi, true)?;
+        }
+    }
+    f.write_char(']')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_set_normalizes() {
+        let s = ClassSet::from_ranges([(5, 7), (1, 3), (4, 4), (10, 9)]);
+        assert_eq!(s.ranges(), &[(1, 7)]);
+        assert!(s.contains(4) && !s.contains(8));
+    }
+
+    #[test]
+    fn negate_twice_is_identity() {
+        let s = ClassSet::from_ranges([(0, 0), (5, 7), (MAX_CODE_POINT, MAX_CODE_POINT)]);
+        assert_eq!(s.negate().negate(), s);
+        assert_eq!(s.negate().ranges(), &[(1, 4), (8, MAX_CODE_POINT - 1)]);
+    }
+
+    #[test]
+    fn intersect_and_difference() {
+        let a = ClassSet::range(0, 10);
+        let b = ClassSet::range(5, 20);
+        assert_eq!(a.intersect(&b).ranges(), &[(5, 10)]);
+        assert_eq!(a.difference(&b).ranges(), &[(0, 4)]);
+    }
+
+    #[test]
+    fn ascii_case_fold_adds_other_case() {
+        let s = ClassSet::range('a' as u32, 'c' as u32).ascii_case_fold();
+        assert_eq!(s.ranges(), &[('A' as u32, 'C' as u32), ('a' as u32, 'c' as u32)]);
+    }
+
+    #[test]
+    fn constructors_fold_identities() {
+        assert_eq!(Hir::concat([Hir::literal("a"), Hir::literal("b")]), Hir::literal("ab"));
+        assert!(Hir::concat([Hir::literal("a"), Hir::nothing()]).is_nothing());
+        assert_eq!(Hir::alternation([Hir::nothing(), Hir::literal("x")]), Hir::literal("x"));
+        assert_eq!(Hir::repeat(Hir::literal("x"), 1, Some(1)), Hir::literal("x"));
+        assert!(Hir::repeat(Hir::literal("x"), 3, Some(2)).is_nothing());
+    }
+
+    #[test]
+    fn display_groups_where_needed() {
+        let h = Hir::concat([
+            Hir::alternation([Hir::literal("ab"), Hir::literal("c")]),
+            Hir::repeat(Hir::literal("de"), 0, None),
+        ]);
+        assert_eq!(h.to_string(), "(?:ab|c)(?:de)*");
+        let nested = Hir::repeat(Hir::repeat(Hir::literal("a"), 2, Some(2)), 3, Some(3));
+        assert_eq!(nested.to_string(), "(?:a{2}){3}");
+    }
+}
