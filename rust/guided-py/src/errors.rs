@@ -22,21 +22,29 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
     let message = err.to_string();
     let built = (|| -> PyResult<PyErr> {
         let (name, kwargs): (&str, Vec<(&str, Py<PyAny>)>) = match err {
-            Error::RegexSyntax { pattern, position, .. } => (
+            Error::RegexSyntax {
+                pattern, position, ..
+            } => (
                 "RegexSyntaxError",
                 vec![
                     ("pattern", pattern.into_pyobject(py)?.into_any().unbind()),
                     ("position", position.into_pyobject(py)?.into_any().unbind()),
                 ],
             ),
-            Error::UnsupportedSchema { keyword, pointer, .. } => (
+            Error::UnsupportedSchema {
+                keyword, pointer, ..
+            } => (
                 "UnsupportedSchemaError",
                 vec![
                     ("keyword", keyword.into_pyobject(py)?.into_any().unbind()),
                     ("pointer", pointer.into_pyobject(py)?.into_any().unbind()),
                 ],
             ),
-            Error::SizeLimit { limit, value, maximum } => (
+            Error::SizeLimit {
+                limit,
+                value,
+                maximum,
+            } => (
                 "SizeLimitError",
                 vec![
                     ("limit", limit.into_pyobject(py)?.into_any().unbind()),

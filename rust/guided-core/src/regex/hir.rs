@@ -128,7 +128,10 @@ impl ClassSet {
     pub fn ascii_case_fold(&self) -> ClassSet {
         let mut extra = Vec::new();
         for &(lo, hi) in &self.ranges {
-            for (a, z, delta) in [(b'a' as u32, b'z' as u32, -32i32), (b'A' as u32, b'Z' as u32, 32)] {
+            for (a, z, delta) in [
+                (b'a' as u32, b'z' as u32, -32i32),
+                (b'A' as u32, b'Z' as u32, 32),
+            ] {
                 let (l, h) = (lo.max(a), hi.min(z));
                 if l <= h {
                     extra.push(((l as i32 + delta) as u32, (h as i32 + delta) as u32));
@@ -455,7 +458,9 @@ fn write_char(f: &mut fmt::Formatter<'_>, c: u32, in_class: bool) -> fmt::Result
         c if c < 0x80 && special.contains(&(c as u8)) => write!(f, "\\{}", c as u8 as char),
         c if c < 0x20 || c == 0x7F => write!(f, "\\x{c:02x}"),
         c if (0x80..0x100).contains(&c) => write!(f, "\\x{c:02x}"),
-        c if (0xD800..=0xDFFF).contains(&c) || (0x100..0x10000).contains(&c) && !is_printable(c) => {
+        c if (0xD800..=0xDFFF).contains(&c)
+            || (0x100..0x10000).contains(&c) && !is_printable(c) =>
+        {
             write!(f, "\\u{c:04x}")
         }
         c if c >= 0x10000 && !is_printable(c) => write!(f, "\\U{c:08x}"),
@@ -534,15 +539,27 @@ mod tests {
     #[test]
     fn ascii_case_fold_adds_other_case() {
         let s = ClassSet::range('a' as u32, 'c' as u32).ascii_case_fold();
-        assert_eq!(s.ranges(), &[('A' as u32, 'C' as u32), ('a' as u32, 'c' as u32)]);
+        assert_eq!(
+            s.ranges(),
+            &[('A' as u32, 'C' as u32), ('a' as u32, 'c' as u32)]
+        );
     }
 
     #[test]
     fn constructors_fold_identities() {
-        assert_eq!(Hir::concat([Hir::literal("a"), Hir::literal("b")]), Hir::literal("ab"));
+        assert_eq!(
+            Hir::concat([Hir::literal("a"), Hir::literal("b")]),
+            Hir::literal("ab")
+        );
         assert!(Hir::concat([Hir::literal("a"), Hir::nothing()]).is_nothing());
-        assert_eq!(Hir::alternation([Hir::nothing(), Hir::literal("x")]), Hir::literal("x"));
-        assert_eq!(Hir::repeat(Hir::literal("x"), 1, Some(1)), Hir::literal("x"));
+        assert_eq!(
+            Hir::alternation([Hir::nothing(), Hir::literal("x")]),
+            Hir::literal("x")
+        );
+        assert_eq!(
+            Hir::repeat(Hir::literal("x"), 1, Some(1)),
+            Hir::literal("x")
+        );
         assert!(Hir::repeat(Hir::literal("x"), 3, Some(2)).is_nothing());
     }
 
