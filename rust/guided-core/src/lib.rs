@@ -14,7 +14,9 @@
 
 #![deny(missing_docs)]
 
+pub mod bitmask;
 pub mod error;
 pub mod regex;
+pub mod trie;
 
 pub use error::{Error, Result};

@@ -279,8 +279,10 @@ impl Hir {
             return sub;
         }
         match sub {
-            Hir::Empty | Hir::Look(_) if min <= 1 => sub,
+            // A zero-width node repeated is itself when it must occur, and optional otherwise.
             Hir::Empty => Hir::Empty,
+            Hir::Look(_) if min == 0 => Hir::Empty,
+            Hir::Look(_) => sub,
             s if s.is_nothing() => {
                 if min == 0 {
                     Hir::Empty

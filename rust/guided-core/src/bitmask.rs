@@ -1,0 +1,128 @@
+//! Packed token sets: one bit per token id, 32 ids to a word.
+//!
+//! The layout is the one every engine in the field already uses for grammar masks (xgrammar,
+//! llguidance, outlines-core, vLLM): token `t` is bit `t % 32`, least significant first, of word
+//! `t / 32`, and a set bit means "allowed". Matching it exactly lets an engine hand guided the same
+//! `int32` buffer it would hand any of them, and apply it with the same kernel.
+//!
+//! A set for a 200k-token vocabulary is 6,250 words (25 KB). Sets are built once per automaton
+//! state and then copied, never rebuilt, so the representation favours copying: a plain `Vec<u32>`
+//! whose words go to the caller's buffer with one `copy_from_slice`.
+
+/// A set of token ids below a fixed vocabulary size, as packed 32-bit words.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TokenSet {
+    words: Vec<u32>,
+    vocab_size: usize,
+}
+
+/// Number of 32-bit words a mask for `vocab_size` tokens needs.
+pub fn words_for(vocab_size: usize) -> usize {
+    vocab_size.div_ceil(32)
+}
+
+impl TokenSet {
+    /// The empty set over `vocab_size` ids.
+    pub fn empty(vocab_size: usize) -> Self {
+        TokenSet {
+            words: vec![0; words_for(vocab_size)],
+            vocab_size,
+        }
+    }
+
+    /// Number of ids the set ranges over.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab_size
+    }
+
+    /// Adds `id`; ids at or beyond the vocabulary size are ignored.
+    #[inline]
+    pub fn insert(&mut self, id: u32) {
+        let id = id as usize;
+        if id < self.vocab_size {
+            self.words[id >> 5] |= 1 << (id & 31);
+        }
+    }
+
+    /// Whether `id` is in the set.
+    #[inline]
+    pub fn contains(&self, id: u32) -> bool {
+        let id = id as usize;
+        id < self.vocab_size && self.words[id >> 5] & (1 << (id & 31)) != 0
+    }
+
+    /// Number of ids in the set.
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
+    /// The packed words.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    /// The ids in the set, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let bit = w.trailing_zeros();
+                w &= w - 1;
+                Some((i as u32) * 32 + bit)
+            })
+        })
+    }
+
+    /// Bytes of heap memory the set holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.words.capacity() * 4
+    }
+
+    /// Writes the set into `out`, which must be exactly as wide as the set.
+    pub fn write_to(&self, out: &mut [u32]) {
+        out.copy_from_slice(&self.words);
+    }
+}
+
+/// Writes a mask allowing only `ids` (ids outside the width are ignored) into `out`.
+pub fn write_only(out: &mut [u32], ids: &[u32]) {
+    out.fill(0);
+    for &id in ids {
+        let id = id as usize;
+        if let Some(word) = out.get_mut(id >> 5) {
+            *word |= 1 << (id & 31);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_lsb_first_within_words() {
+        let mut s = TokenSet::empty(70);
+        for id in [0, 31, 32, 69, 70, 1000] {
+            s.insert(id);
+        }
+        assert_eq!(s.words(), &[1 | 1 << 31, 1, 1 << 5]);
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 31, 32, 69]);
+        assert_eq!(s.len(), 4);
+        assert!(s.contains(69) && !s.contains(70) && !s.contains(1));
+    }
+
+    #[test]
+    fn write_only_clears_the_rest() {
+        let mut out = [u32::MAX; 3];
+        write_only(&mut out, &[33, 95, 96]);
+        assert_eq!(out, [0, 2, 1 << 31]);
+    }
+}
