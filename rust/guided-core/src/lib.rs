@@ -16,5 +16,6 @@
 
 pub mod error;
 pub mod regex;
+pub mod utf8;
 
 pub use error::{Error, Result};
