@@ -14,7 +14,9 @@
 
 #![deny(missing_docs)]
 
+pub mod dfa;
 pub mod error;
+pub mod nfa;
 pub mod regex;
 pub mod utf8;
 

@@ -169,7 +169,10 @@ mod tests {
                 let c = chars.next().map(|c| c as u32);
                 assert!(chars.next().is_none(), "{seq:?} matches two characters");
                 let c = c.unwrap_or_else(|| panic!("{seq:?} matches the empty string"));
-                assert!(lo <= c && c <= hi, "{seq:?} matches U+{c:X} outside {lo:X}..={hi:X}");
+                assert!(
+                    lo <= c && c <= hi,
+                    "{seq:?} matches U+{c:X} outside {lo:X}..={hi:X}"
+                );
                 hits[c as usize] += 1;
             }
         }
@@ -179,7 +182,8 @@ mod tests {
         }
         // Sorted, so the NFA compiler can share prefixes incrementally.
         for w in seqs.windows(2) {
-            let first = |s: &Vec<Utf8Range>| (s.len(), s.iter().map(|r| r.start).collect::<Vec<_>>());
+            let first =
+                |s: &Vec<Utf8Range>| (s.len(), s.iter().map(|r| r.start).collect::<Vec<_>>());
             assert!(first(&w[0]) < first(&w[1]), "{:?} before {:?}", w[0], w[1]);
         }
     }
@@ -218,8 +222,8 @@ mod tests {
     #[test]
     fn ranges_between_encoding_boundaries() {
         let points = [
-            0, 0x41, 0x7F, 0x80, 0x3FF, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xD800, 0xDBFF, 0xDFFF,
-            0xE000, 0xFFFF, 0x10000, 0x3FFFF, 0x40000, 0x10FFFF,
+            0, 0x41, 0x7F, 0x80, 0x3FF, 0x7FF, 0x800, 0xFFF, 0x1000, 0xD7FF, 0xD800, 0xDBFF,
+            0xDFFF, 0xE000, 0xFFFF, 0x10000, 0x3FFFF, 0x40000, 0x10FFFF,
         ];
         for (i, &lo) in points.iter().enumerate() {
             for &hi in &points[i..] {
@@ -233,10 +237,16 @@ mod tests {
         assert!(utf8_sequences(5, 4).is_empty());
         assert!(utf8_sequences(0xD800, 0xDFFF).is_empty());
         assert!(utf8_sequences(0x110000, 0x1FFFFF).is_empty());
-        assert_eq!(utf8_sequences(0x10FFFF, u32::MAX), utf8_sequences(0x10FFFF, 0x10FFFF));
+        assert_eq!(
+            utf8_sequences(0x10FFFF, u32::MAX),
+            utf8_sequences(0x10FFFF, 0x10FFFF)
+        );
         let r = |start, end| Utf8Range { start, end };
         assert_eq!(utf8_sequences(0, 0x7F), vec![vec![r(0, 0x7F)]]);
-        assert_eq!(utf8_sequences(0x80, 0x7FF), vec![vec![r(0xC2, 0xDF), r(0x80, 0xBF)]]);
+        assert_eq!(
+            utf8_sequences(0x80, 0x7FF),
+            vec![vec![r(0xC2, 0xDF), r(0x80, 0xBF)]]
+        );
         assert_eq!(
             utf8_sequences(0xE000, 0xFFFF),
             vec![vec![r(0xEE, 0xEF), r(0x80, 0xBF), r(0x80, 0xBF)]]
