@@ -15,8 +15,11 @@
 #![deny(missing_docs)]
 
 pub mod bitmask;
+pub mod dfa;
 pub mod error;
+pub mod nfa;
 pub mod regex;
 pub mod trie;
+pub mod utf8;
 
 pub use error::{Error, Result};
