@@ -17,10 +17,12 @@ from guided._errors import (
     UnsupportedSchemaError,
     VocabularyError,
 )
+from guided._lib import DFA, utf8_sequences
 
 __version__: str = _lib.__version__
 
 __all__ = [
+    "DFA",
     "GuidedError",
     "InvalidTokenError",
     "RegexSyntaxError",
@@ -28,4 +30,5 @@ __all__ = [
     "UnsupportedSchemaError",
     "VocabularyError",
     "__version__",
+    "utf8_sequences",
 ]
