@@ -16,5 +16,7 @@
 
 pub mod error;
 pub mod regex;
+pub mod vocab;
 
 pub use error::{Error, Result};
+pub use vocab::Vocabulary;
