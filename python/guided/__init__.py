@@ -17,6 +17,7 @@ from guided._errors import (
     UnsupportedSchemaError,
     VocabularyError,
 )
+from guided._lib import Vocabulary
 
 __version__: str = _lib.__version__
 
@@ -26,6 +27,7 @@ __all__ = [
     "RegexSyntaxError",
     "SizeLimitError",
     "UnsupportedSchemaError",
+    "Vocabulary",
     "VocabularyError",
     "__version__",
 ]

@@ -9,10 +9,12 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod vocab;
 
 /// The `guided._lib` module.
 #[pymodule]
 fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<vocab::PyVocabulary>()?;
     Ok(())
 }
