@@ -11,7 +11,7 @@
 //! tiktoken stores base64. None of those spellings is what the model emits into the text, and many
 //! tokens are not valid UTF-8 on their own: a token may end halfway through a multi-byte character.
 //! The loaders therefore never go through `str`; they undo each format's spelling straight to raw
-//! bytes ([`tokenizer_json`] for Hugging Face `tokenizer.json`, [`tiktoken`] for `.tiktoken` rank
+//! bytes (`tokenizer_json` for Hugging Face `tokenizer.json`, `tiktoken` for `.tiktoken` rank
 //! files).
 //!
 //! Tokens that never appear in constrained text (special and control tokens such as `<s>` or
