@@ -15,10 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import median, table, time_call, write_results  # noqa: E402
-
-import guided  # noqa: E402
-from guided.cli import DEMO_PATTERNS  # noqa: E402
+import guided
+from common import median, table, time_call, write_results
+from guided.cli import DEMO_PATTERNS
 
 PURE_PYTHON_REFERENCE_MS = 22.0
 
@@ -46,9 +45,7 @@ def main() -> None:
             {"name": name, "states": dfa.num_states, "classes": dfa.num_classes, "compile_ms": ms}
         )
     print("DFA compile (median of 7 rounds); reference: pure-Python 440 states in 22 ms")
-    print(
-        table(["pattern", "len", "states", "classes", "compile ms", "x faster than 22 ms"], rows)
-    )
+    print(table(["pattern", "len", "states", "classes", "compile ms", "x faster than 22 ms"], rows))
     print(f"results: {write_results('dfa', results)}")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-ALPHABET = list("abcABC012 _-\n\t.*+?()[]{}|^$\\/é") + ["α", "€", "😀", "\x00", "\x7f", "ÿ"]
+ALPHABET = [*"abcABC012 _-\n\t.*+?()[]{}|^$\\/é", "α", "€", "😀", "\x00", "\x7f", "ÿ"]
 SPECIALS = set(".^$*+?{}[]\\|()")
 
 
@@ -180,5 +180,3 @@ def oracle(pattern: str) -> re.Pattern[str] | None:
         return re.compile(pattern, re.ASCII)
     except re.error:
         return None
-
-

@@ -1,4 +1,4 @@
-"""Conformance against third-party regex test data: rust-lang/regex's TOML suite and RE2's search log.
+"""Conformance against third-party regex data: rust-lang/regex's TOML suite and RE2's search log.
 
 Those suites describe *searches*; guided answers *full matches*. Each case is translated into the
 statements that hold under both meanings:
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 import guided
 from conftest import shared_path
@@ -43,7 +43,9 @@ class Tally:
     skipped: Counter[str] = field(default_factory=Counter)
 
     def report(self, title: str) -> str:
-        lines = [f"{title}: ran {self.ran}, passed {self.passed}, skipped {sum(self.skipped.values())}"]
+        lines = [
+            f"{title}: ran {self.ran}, passed {self.passed}, skipped {sum(self.skipped.values())}"
+        ]
         for reason, n in self.skipped.most_common():
             lines.append(f"    skipped {n:4d}: {reason}")
         return "\n".join(lines)
@@ -153,9 +155,7 @@ def search_form(pattern: str, anchored: bool) -> str:
 def run_rust_case(case: dict[str, Any], tally: Tally) -> None:
     pattern = case["regex"]
     haystack_text = case["haystack"]
-    haystack = (
-        unescape(haystack_text) if case.get("unescape") else haystack_text.encode("utf-8")
-    )
+    haystack = unescape(haystack_text) if case.get("unescape") else haystack_text.encode("utf-8")
     if case.get("compiles") is False:
         dfa, reason = compile_or_reason(pattern)
         if dfa is None:

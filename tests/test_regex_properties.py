@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
-from regex_strategies import chars, oracle, patterns
 
 import guided
+from regex_strategies import chars, oracle, patterns
+
 
 @given(st.data())
 def test_dfa_matches_python_re(data: st.DataObject) -> None:

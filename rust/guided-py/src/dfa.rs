@@ -45,13 +45,7 @@ impl PyDfa {
     fn new(py: Python<'_>, pattern: String, max_states: usize) -> PyResult<Self> {
         let dfa = guard_detached(py, || {
             let hir = regex::parse(&pattern)?;
-            Dfa::from_hir(
-                &hir,
-                &DfaConfig {
-                    max_states,
-                    ..DfaConfig::default()
-                },
-            )
+            Dfa::from_hir(&hir, &DfaConfig { max_states })
         })?;
         Ok(PyDfa {
             inner: Arc::new(dfa),
@@ -143,7 +137,7 @@ impl PyDfa {
             .map(|s| s as i32)
             .collect();
         let array = PyArray1::from_vec(py, flat);
-        Ok(array.reshape([n, 256])?)
+        array.reshape([n, 256])
     }
 
     /// Per state: is it accepting.

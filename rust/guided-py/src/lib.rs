@@ -10,6 +10,8 @@ use pyo3::prelude::*;
 
 mod dfa;
 mod errors;
+mod index;
+mod vocab;
 
 /// The `guided._lib` module.
 #[pymodule]
@@ -17,5 +19,9 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<dfa::PyDfa>()?;
     m.add_function(wrap_pyfunction!(dfa::utf8_sequences, m)?)?;
+    m.add_class::<vocab::PyVocabulary>()?;
+    m.add_class::<index::PyTokenIndex>()?;
+    m.add_class::<index::PyGuide>()?;
+    m.add_function(wrap_pyfunction!(index::fill_next_token_bitmask, m)?)?;
     Ok(())
 }

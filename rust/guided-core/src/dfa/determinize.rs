@@ -55,6 +55,8 @@ pub struct Determinizer {
     key: Vec<StateId>,
     targets: Vec<Vec<StateId>>,
     memo: FxHashMap<Vec<StateId>, u32>,
+    /// Per NFA state: can it still lead to a match (see [`live_states`]).
+    live: Vec<bool>,
 }
 
 impl Determinizer {
@@ -84,6 +86,11 @@ impl Determinizer {
             stack: Vec::new(),
             key: Vec::new(),
             memo: FxHashMap::default(),
+            live: if anchors == Anchors::WHOLE_TEXT {
+                live_states(&nfa)
+            } else {
+                vec![true; n]
+            },
             nfa,
         };
         let dead: Arc<[StateId]> = Arc::from(Vec::new());
@@ -209,7 +216,11 @@ impl Determinizer {
                 continue;
             }
             match self.nfa.state(s) {
-                State::ByteRange(_) | State::Sparse(_) => self.key.push(s),
+                State::ByteRange(_) | State::Sparse(_) => {
+                    if self.live[s as usize] {
+                        self.key.push(s)
+                    }
+                }
                 State::Match => matched = true,
                 State::Fail => {}
                 State::Epsilon(next) => self.stack.push(*next),
@@ -323,6 +334,71 @@ impl SparseSet {
     fn clear(&mut self) {
         self.dense.clear();
     }
+}
+
+/// Which byte-reading NFA states can still lead to a match once they read their byte.
+///
+/// A lazily built DFA is never minimized, so without this a state whose NFA set can no longer
+/// reach a match (`.a^` after one byte, say) would look alive, and a token index would allow
+/// tokens that lead nowhere. Dropping such NFA states from every key makes a set with no future
+/// equal to the empty set, which is the dead state, so the unminimized DFA is dead exactly where
+/// the minimal one is.
+///
+/// Two backward reachability sets are computed with one worklist over reversed edges, for
+/// positions after at least one byte (where `Start` never holds and `NotStart` always does):
+/// `at_end[q]`, a match is reachable from `q` reading nothing more (`End` holds, `NotEnd` does
+/// not), and `reading[q]`, a match is reachable from `q` reading at least one more byte. A
+/// byte-reading state is live exactly when it is in `reading`. Linear in the NFA's size.
+fn live_states(nfa: &Nfa) -> Vec<bool> {
+    let n = nfa.len();
+    let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
+    for (q, state) in nfa.states().iter().enumerate() {
+        let q = q as StateId;
+        let mut add = |to: StateId| preds[to as usize].push(q);
+        match state {
+            State::ByteRange(t) => add(t.next),
+            State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
+            State::Epsilon(next) | State::Look { next, .. } => add(*next),
+            State::Union(alts) => alts.iter().for_each(|&a| add(a)),
+            State::Match | State::Fail => {}
+        }
+    }
+    let mut at_end = vec![false; n];
+    let mut reading = vec![false; n];
+    // (state, true = at_end / false = reading) facts to propagate.
+    let mut work: Vec<(StateId, bool)> = Vec::new();
+    for (q, state) in nfa.states().iter().enumerate() {
+        if matches!(state, State::Match) {
+            at_end[q] = true;
+            work.push((q as StateId, true));
+        }
+    }
+    while let Some((x, end_fact)) = work.pop() {
+        for &p in &preds[x as usize] {
+            let pi = p as usize;
+            // What the predecessor learns from this fact, if anything.
+            let (gets_end, gets_reading) = match nfa.state(p) {
+                State::ByteRange(_) | State::Sparse(_) => (false, true),
+                State::Epsilon(_) | State::Union(_) => (end_fact, !end_fact),
+                State::Look { assertion, .. } => match assertion {
+                    Assertion::Start => (false, false),
+                    Assertion::NotStart => (end_fact, !end_fact),
+                    Assertion::End => (end_fact, false),
+                    Assertion::NotEnd => (false, !end_fact),
+                },
+                State::Match | State::Fail => (false, false),
+            };
+            if gets_end && !at_end[pi] {
+                at_end[pi] = true;
+                work.push((p, true));
+            }
+            if gets_reading && !reading[pi] {
+                reading[pi] = true;
+                work.push((p, false));
+            }
+        }
+    }
+    reading
 }
 
 #[cfg(test)]

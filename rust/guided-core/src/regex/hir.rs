@@ -611,10 +611,11 @@ mod tests {
         );
         let around = ClassSet::from_ranges([(0x41, 0x41), (0xD7FF, 0xE000)]);
         assert_eq!(Hir::class(around).to_string(), "[A\u{D7FF}-\\ue000]");
-        // A repeated anchor is grouped.
+        // A repeated anchor is the anchor (it must hold), or nothing when it may be skipped.
         assert_eq!(
             Hir::repeat(Hir::Look(Look::Start), 2, None).to_string(),
-            "(?:^){2,}"
+            "^"
         );
+        assert_eq!(Hir::repeat(Hir::Look(Look::End), 0, Some(3)), Hir::Empty);
     }
 }
