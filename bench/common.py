@@ -57,7 +57,12 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for n, r in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if n else c.ljust(w) for c, w in zip(r, widths)))
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 or n == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths))
+            )
+        )
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)

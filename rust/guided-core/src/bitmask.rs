@@ -51,6 +51,13 @@ impl TokenSet {
         id < self.vocab_size && self.words[id >> 5] & (1 << (id & 31)) != 0
     }
 
+    /// Adds every id of `other` (which must range over the same vocabulary size).
+    pub fn union_with(&mut self, other: &TokenSet) {
+        for (w, o) in self.words.iter_mut().zip(&other.words) {
+            *w |= o;
+        }
+    }
+
     /// Number of ids in the set.
     pub fn len(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()

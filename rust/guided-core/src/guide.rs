@@ -181,7 +181,7 @@ mod tests {
             .chain([None])
             .collect();
         let v = Arc::new(Vocabulary::new(tokens, vec![4], None).expect("vocabulary"));
-        let trie = Arc::new(TokenIndex::trie_for(&v));
+        let trie = Arc::new(TokenIndex::tries_for(&v).expect("tries"));
         let idx = TokenIndex::from_hir(&parse(pattern).unwrap(), v, trie, &IndexConfig::default())
             .expect("index");
         Guide::new(Arc::new(idx), max_rollback)

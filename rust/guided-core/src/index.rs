@@ -1,6 +1,6 @@
 //! The token index: for each automaton state, which tokens may come next.
 //!
-//! A state's mask is found by walking the vocabulary's [`TokenTrie`] through the automaton from
+//! A state's mask is found by walking the vocabulary's [`TokenTrie`](crate::trie::TokenTrie) through the automaton from
 //! that state: every token whose bytes all survive is allowed, and a subtree is abandoned at its
 //! first dead byte. EOS ids are added exactly when the state accepts. Masks are computed the first
 //! time a state is asked for, cached, and stored once however many states share them (states deep
@@ -19,6 +19,9 @@
 //! under the write lock. Growth is monotone, so once the visited part of the automaton is built,
 //! everything runs in parallel.
 //!
+//! States that loop on every printable character (inside a JSON string, under `.*`) take their
+//! mask mostly from a precomputed [slice](crate::slice) and walk only the tokens outside it.
+//!
 //! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
 //! string, about a million nodes at 200k tokens).
@@ -34,7 +37,7 @@ use crate::dfa::{Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
-use crate::trie::TokenTrie;
+use crate::slice::TokenTries;
 use crate::vocab::Vocabulary;
 
 /// The dead state: nothing can follow.
@@ -208,22 +211,22 @@ pub struct TokenIndex {
     machine: RwLock<Machine>,
     masks: RwLock<MaskCache>,
     vocab: Arc<Vocabulary>,
-    trie: Arc<TokenTrie>,
+    tries: Arc<TokenTries>,
     eos: Vec<u32>,
     eos_mask: Arc<TokenSet>,
 }
 
 impl TokenIndex {
     /// An index over a complete DFA.
-    pub fn from_dfa(dfa: &Dfa, vocab: Arc<Vocabulary>, trie: Arc<TokenTrie>) -> Self {
-        Self::with_machine(Machine::complete(dfa), vocab, trie)
+    pub fn from_dfa(dfa: &Dfa, vocab: Arc<Vocabulary>, tries: Arc<TokenTries>) -> Self {
+        Self::with_machine(Machine::complete(dfa), vocab, tries)
     }
 
     /// An index over the automaton of `hir`, determinized lazily within `config.max_states`.
     pub fn from_hir(
         hir: &Hir,
         vocab: Arc<Vocabulary>,
-        trie: Arc<TokenTrie>,
+        tries: Arc<TokenTries>,
         config: &IndexConfig,
     ) -> Result<Self> {
         let dfa_config = DfaConfig {
@@ -237,10 +240,14 @@ impl TokenIndex {
             &dfa_config,
         )?;
         let determinizer = Determinizer::new(nfa, Anchors::WHOLE_TEXT, config.max_states)?;
-        Ok(Self::with_machine(Machine::lazy(determinizer), vocab, trie))
+        Ok(Self::with_machine(
+            Machine::lazy(determinizer),
+            vocab,
+            tries,
+        ))
     }
 
-    fn with_machine(machine: Machine, vocab: Arc<Vocabulary>, trie: Arc<TokenTrie>) -> Self {
+    fn with_machine(machine: Machine, vocab: Arc<Vocabulary>, tries: Arc<TokenTries>) -> Self {
         let eos = vocab.eos_token_ids().to_vec();
         let mut eos_mask = TokenSet::empty(vocab.vocab_size());
         for &e in &eos {
@@ -250,15 +257,15 @@ impl TokenIndex {
             machine: RwLock::new(machine),
             masks: RwLock::new(MaskCache::default()),
             vocab,
-            trie,
+            tries,
             eos,
             eos_mask: Arc::new(eos_mask),
         }
     }
 
-    /// Builds the trie an index walks; build it once per vocabulary and share it.
-    pub fn trie_for(vocab: &Vocabulary) -> TokenTrie {
-        TokenTrie::new(vocab.text_tokens().filter(|&(id, _)| !vocab.is_eos(id)))
+    /// Builds the tries an index walks; build them once per vocabulary and share them.
+    pub fn tries_for(vocab: &Vocabulary) -> Result<TokenTries> {
+        TokenTries::new(vocab)
     }
 
     /// The start state.
@@ -388,7 +395,7 @@ impl TokenIndex {
         if let Some(mask) = read(&self.masks).get(state) {
             return Ok(mask);
         }
-        let set = self.compute(state, |_, _| {})?;
+        let set = self.compute(state, true, |_, _| {})?;
         Ok(write(&self.masks).insert(state, set))
     }
 
@@ -404,7 +411,7 @@ impl TokenIndex {
         if state == TERMINAL {
             return Ok(out);
         }
-        self.compute(state, |id, next| out[id as usize] = next)?;
+        self.compute(state, false, |id, next| out[id as usize] = next)?;
         if self.is_accepting(state) {
             for &e in &self.eos {
                 out[e as usize] = TERMINAL;
@@ -413,8 +420,14 @@ impl TokenIndex {
         Ok(out)
     }
 
-    /// Walks the trie from `state`, reporting each surviving token to `visit`.
-    fn compute(&self, state: u32, mut visit: impl FnMut(u32, u32)) -> Result<TokenSet> {
+    /// The mask of `state`, reporting each surviving token to `visit`. With `use_slices`, a
+    /// slice that `state` loops on supplies its members in one go (and `visit` does not see them).
+    fn compute(
+        &self,
+        state: u32,
+        use_slices: bool,
+        mut visit: impl FnMut(u32, u32),
+    ) -> Result<TokenSet> {
         let mut set = if self.is_accepting(state) {
             (*self.eos_mask).clone()
         } else {
@@ -423,45 +436,56 @@ impl TokenIndex {
         {
             let m = read(&self.machine);
             if m.is_complete() {
-                self.trie.walk(
-                    state,
-                    DEAD,
-                    |s, b| m.step(s, b),
-                    |id, next| {
-                        set.insert(id);
-                        visit(id, next);
-                    },
-                );
+                self.walk(state, use_slices, |s, b| m.step(s, b), &mut set, &mut visit);
                 return Ok(set);
             }
         }
         // The automaton is still growing: walk with the right to build missing rows.
         let mut m = write(&self.machine);
         let mut failure = None;
-        self.trie.walk(
-            state,
-            DEAD,
-            |s, b| {
-                if failure.is_some() {
-                    return DEAD;
+        let step = |s: u32, b: u8| {
+            if failure.is_some() {
+                return DEAD;
+            }
+            match m.explore(s) {
+                Ok(()) => m.step(s, b),
+                Err(e) => {
+                    failure = Some(e);
+                    DEAD
                 }
-                match m.explore(s) {
-                    Ok(()) => m.step(s, b),
-                    Err(e) => {
-                        failure = Some(e);
-                        DEAD
-                    }
-                }
-            },
-            |id, next| {
-                set.insert(id);
-                visit(id, next);
-            },
-        );
+            }
+        };
+        self.walk(state, use_slices, step, &mut set, &mut visit);
         match failure {
             Some(e) => Err(e),
             None => Ok(set),
         }
+    }
+
+    fn walk(
+        &self,
+        state: u32,
+        use_slices: bool,
+        mut step: impl FnMut(u32, u8) -> u32,
+        set: &mut TokenSet,
+        visit: &mut impl FnMut(u32, u32),
+    ) {
+        let mut trie = self.tries.full();
+        if use_slices {
+            if let Some(slice) = self
+                .tries
+                .slices()
+                .iter()
+                .find(|slice| slice.loops_on(state, DEAD, &mut step))
+            {
+                set.union_with(slice.members());
+                trie = slice.rest();
+            }
+        }
+        trie.walk(state, DEAD, step, |id, next| {
+            set.insert(id);
+            visit(id, next);
+        });
     }
 
     /// The bytes every continuation of `state` starts with (jump-forward): followed while exactly
@@ -498,9 +522,9 @@ impl TokenIndex {
         Ok(out)
     }
 
-    /// Bytes held by the automaton, the cached masks and (shared) the trie.
+    /// Bytes held by the automaton, the cached masks and (shared) the tries.
     pub fn memory_bytes(&self) -> usize {
-        read(&self.machine).memory_bytes() + read(&self.masks).bytes + self.trie.memory_bytes()
+        read(&self.machine).memory_bytes() + read(&self.masks).bytes + self.tries.memory_bytes()
     }
 
     /// Distinct masks cached so far.
@@ -548,7 +572,7 @@ mod tests {
 
     fn index(pattern: &str, v: &Arc<Vocabulary>, lazy: bool) -> TokenIndex {
         let hir = parse(pattern).expect("valid pattern");
-        let trie = Arc::new(TokenIndex::trie_for(v));
+        let trie = Arc::new(TokenIndex::tries_for(v).unwrap());
         if lazy {
             TokenIndex::from_hir(&hir, Arc::clone(v), trie, &IndexConfig::default()).expect("index")
         } else {
@@ -664,7 +688,7 @@ mod tests {
         let v = vocab(&["a", "b", "ab"], 3);
         let hir = parse("(a|b)*a(a|b){20}").unwrap();
         assert!(Dfa::from_hir(&hir, &DfaConfig::default()).is_err());
-        let trie = Arc::new(TokenIndex::trie_for(&v));
+        let trie = Arc::new(TokenIndex::tries_for(&v).unwrap());
         let idx =
             TokenIndex::from_hir(&hir, Arc::clone(&v), trie, &IndexConfig::default()).unwrap();
         let mut s = idx.initial_state();

@@ -21,6 +21,7 @@ pub mod guide;
 pub mod index;
 pub mod nfa;
 pub mod regex;
+pub mod slice;
 pub mod trie;
 pub mod utf8;
 pub mod vocab;

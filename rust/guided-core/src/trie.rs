@@ -5,34 +5,51 @@
 //! walking each token separately repeats work; walking a prefix tree walks each shared prefix once,
 //! and when the automaton dies on a byte, the whole subtree below it is skipped in one step.
 //!
-//! The tree is stored in preorder as parallel arrays, which makes the walk a single forward scan
-//! with no pointer chasing: node `i`'s children are the nodes that follow it, `skip[i]` is the
-//! first node after its subtree, and `depth[i]` says which entry of a small state stack holds the
-//! state before its byte. A dead transition jumps to `skip[i]`; anything else moves to `i + 1`.
-//! Token ids hang off the node where their bytes end, in a compressed-row list.
+//! The tree is stored in preorder as one array of 12-byte records, which makes the walk a single
+//! forward scan with no pointer chasing: node `i`'s children are the nodes that follow it, its
+//! `skip` is the first node after its subtree, and its depth says which entry of a small state
+//! stack holds the state before its byte. A dead transition jumps to `skip`; anything else moves
+//! to `i + 1`. The token ending at a node sits in the record itself (about half of all nodes end
+//! a token, so a side table would cost a second stream of reads and a hard-to-predict branch).
 //!
-//! Cost: about 13 bytes a node. Real vocabularies give between 1.5 and 4 nodes per token (about a
-//! million nodes for a 200k-token vocabulary), built once per vocabulary in tens of milliseconds
-//! and shared by every index over it.
+//! Cost: 12 bytes a node. Real vocabularies give about two nodes per token (o200k: 422k nodes for
+//! 200k tokens, 5 MB), built once per vocabulary in tens of milliseconds and shared by every index
+//! over it. A walk that visits the whole trie takes a few milliseconds at that size.
+
+/// Marks a node where no token ends.
+const NO_TOKEN: u32 = u32::MAX;
+/// Set in [`Node::depth_byte`] when more than one token ends at the node.
+const MORE_TOKENS: u32 = 1 << 31;
+
+/// One trie node, packed so that a walk reads one 12-byte record per node.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    /// The first node after this node's subtree.
+    skip: u32,
+    /// A token ending here (the smallest id), or [`NO_TOKEN`].
+    token: u32,
+    /// `depth << 8 | byte`, plus [`MORE_TOKENS`] when other tokens end here too.
+    depth_byte: u32,
+}
 
 /// A vocabulary's token byte strings as a flattened prefix tree.
 #[derive(Debug, Clone, Default)]
 pub struct TokenTrie {
-    bytes: Vec<u8>,
-    depth: Vec<u32>,
-    skip: Vec<u32>,
-    token_start: Vec<u32>,
-    token_ids: Vec<u32>,
+    nodes: Vec<Node>,
+    /// Tokens sharing a node with an earlier token (identical byte strings): `(node, id)`,
+    /// sorted by node.
+    extra: Vec<(u32, u32)>,
     max_depth: usize,
 }
 
 impl TokenTrie {
     /// Builds the trie of `(id, bytes)` pairs. Empty byte strings are left out: a token that
-    /// writes nothing is never allowed by a constraint (EOS is handled separately).
+    /// writes nothing is never allowed by a constraint (EOS is handled separately). Tokens longer
+    /// than 8 MiB are left out too; no vocabulary has them.
     pub fn new<'a>(tokens: impl IntoIterator<Item = (u32, &'a [u8])>) -> Self {
         let mut sorted: Vec<(&[u8], u32)> = tokens
             .into_iter()
-            .filter(|(_, b)| !b.is_empty())
+            .filter(|(_, b)| !b.is_empty() && b.len() < (1 << 23))
             .map(|(id, b)| (b, id))
             .collect();
         sorted.sort_unstable();
@@ -41,45 +58,44 @@ impl TokenTrie {
         // `path[d]` is the node index at depth d+1 on the current root-to-node path.
         let mut path: Vec<usize> = Vec::new();
         let mut prev: &[u8] = &[];
-        let mut pending_ids: Vec<(usize, u32)> = Vec::new();
         for &(bytes, id) in &sorted {
             let common = prev.iter().zip(bytes).take_while(|(a, b)| a == b).count();
             // Nodes deeper than the shared prefix are finished: their subtrees end here.
+            let end = trie.nodes.len() as u32;
             for &node in &path[common..] {
-                trie.skip[node] = trie.bytes.len() as u32;
+                trie.nodes[node].skip = end;
             }
             path.truncate(common);
             for (d, &b) in bytes.iter().enumerate().skip(common) {
-                path.push(trie.bytes.len());
-                trie.bytes.push(b);
-                trie.depth.push((d + 1) as u32);
-                trie.skip.push(0);
+                path.push(trie.nodes.len());
+                trie.nodes.push(Node {
+                    skip: 0,
+                    token: NO_TOKEN,
+                    depth_byte: ((d as u32 + 1) << 8) | u32::from(b),
+                });
             }
             if let Some(&last) = path.last() {
-                pending_ids.push((last, id));
+                let node = &mut trie.nodes[last];
+                if node.token == NO_TOKEN {
+                    node.token = id;
+                } else {
+                    node.depth_byte |= MORE_TOKENS;
+                    trie.extra.push((last as u32, id));
+                }
             }
             trie.max_depth = trie.max_depth.max(bytes.len());
             prev = bytes;
         }
-        let end = trie.bytes.len() as u32;
+        let end = trie.nodes.len() as u32;
         for &node in &path {
-            trie.skip[node] = end;
+            trie.nodes[node].skip = end;
         }
-        // Sorted order means ids arrive grouped by node, in node order.
-        trie.token_start = vec![0; trie.bytes.len() + 1];
-        for &(node, _) in &pending_ids {
-            trie.token_start[node + 1] += 1;
-        }
-        for i in 0..trie.bytes.len() {
-            trie.token_start[i + 1] += trie.token_start[i];
-        }
-        trie.token_ids = pending_ids.iter().map(|&(_, id)| id).collect();
         trie
     }
 
     /// Number of nodes (the root not counted).
     pub fn num_nodes(&self) -> usize {
-        self.bytes.len()
+        self.nodes.len()
     }
 
     /// The longest token, in bytes.
@@ -89,9 +105,7 @@ impl TokenTrie {
 
     /// Bytes of heap memory the trie holds.
     pub fn memory_bytes(&self) -> usize {
-        self.bytes.capacity()
-            + self.depth.capacity() * 4
-            + (self.skip.capacity() + self.token_start.capacity() + self.token_ids.capacity()) * 4
+        self.nodes.capacity() * std::mem::size_of::<Node>() + self.extra.capacity() * 8
     }
 
     /// Walks every token from `start`. `step(state, byte)` is the automaton's transition, with
@@ -103,23 +117,28 @@ impl TokenTrie {
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        let n = self.bytes.len();
+        let nodes = self.nodes.as_slice();
         let mut stack = vec![start; self.max_depth + 1];
         let mut i = 0;
-        while i < n {
-            let depth = self.depth[i] as usize;
-            let next = step(stack[depth - 1], self.bytes[i]);
+        while let Some(node) = nodes.get(i) {
+            let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize;
+            let next = step(stack[depth - 1], node.depth_byte as u8);
             if next == dead {
-                i = self.skip[i] as usize;
+                i = node.skip as usize;
                 continue;
             }
             stack[depth] = next;
-            let (lo, hi) = (
-                self.token_start[i] as usize,
-                self.token_start[i + 1] as usize,
-            );
-            for &id in &self.token_ids[lo..hi] {
-                on_token(id, next);
+            if node.token != NO_TOKEN {
+                on_token(node.token, next);
+                if node.depth_byte & MORE_TOKENS != 0 {
+                    let at = self.extra.partition_point(|&(n, _)| (n as usize) < i);
+                    for &(_, id) in self.extra[at..]
+                        .iter()
+                        .take_while(|&&(n, _)| n as usize == i)
+                    {
+                        on_token(id, next);
+                    }
+                }
             }
             i += 1;
         }

@@ -11,13 +11,13 @@
 //! keeps its meaning of "not allowed".
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use guided_core::bitmask::words_for;
 use guided_core::guide::Guide;
 use guided_core::index::{IndexConfig, TokenIndex, TERMINAL};
 use guided_core::regex;
-use guided_core::trie::TokenTrie;
+use guided_core::slice::TokenTries;
 use guided_core::vocab::Vocabulary;
 use guided_core::Error;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
@@ -45,27 +45,6 @@ fn state_from_py(py: Python<'_>, state: i64) -> PyResult<u32> {
     }
 }
 
-/// The trie of each live vocabulary, keyed by the vocabulary's allocation. The weak references
-/// let both be freed when the last index over them goes; a reused address fails the upgrade.
-fn shared_trie(vocab: &Arc<Vocabulary>) -> Arc<TokenTrie> {
-    type Entry = (Weak<Vocabulary>, Weak<TokenTrie>);
-    static TRIES: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
-    let key = Arc::as_ptr(vocab) as usize;
-    let tries = TRIES.get_or_init(Default::default);
-    let mut map = tries.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((v, t)) = map.get(&key) {
-        if let (Some(v), Some(t)) = (v.upgrade(), t.upgrade()) {
-            if Arc::ptr_eq(&v, vocab) {
-                return t;
-            }
-        }
-    }
-    map.retain(|_, (v, t)| v.strong_count() > 0 && t.strong_count() > 0);
-    let trie = Arc::new(TokenIndex::trie_for(vocab));
-    map.insert(key, (Arc::downgrade(vocab), Arc::downgrade(&trie)));
-    trie
-}
-
 /// How an index was built, kept so that pickling can rebuild it.
 enum Source {
     Regex { pattern: String, max_states: usize },
@@ -84,13 +63,11 @@ impl PyTokenIndex {
         py: Python<'_>,
         vocab: &Bound<'_, PyVocabulary>,
         source: Source,
-        make: impl FnOnce(Arc<Vocabulary>, Arc<TokenTrie>) -> Result<TokenIndex, Error> + Send,
+        make: impl FnOnce(Arc<Vocabulary>, Arc<TokenTries>) -> Result<TokenIndex, Error> + Send,
     ) -> PyResult<Self> {
-        let v = Arc::clone(&vocab.get().inner);
-        let index = guard_detached(py, move || {
-            let trie = shared_trie(&v);
-            make(v, trie)
-        })?;
+        let owner = vocab.get();
+        // The first index over a vocabulary also builds its trie, without the GIL like the rest.
+        let index = guard_detached(py, move || make(Arc::clone(&owner.inner), owner.tries()?))?;
         Ok(PyTokenIndex {
             inner: Arc::new(index),
             vocab: vocab.clone().unbind(),
