@@ -399,6 +399,14 @@ impl TokenIndex {
         Ok(write(&self.masks).insert(state, set))
     }
 
+    /// The mask of `state` if it is already known (no computation, no waiting on a walk).
+    pub fn cached_mask(&self, state: u32) -> Option<Arc<TokenSet>> {
+        if state == TERMINAL {
+            return Some(Arc::clone(&self.eos_mask));
+        }
+        read(&self.masks).get(state)
+    }
+
     /// The mask allowing exactly the EOS ids (what follows a terminated generation).
     pub fn eos_only(&self) -> &Arc<TokenSet> {
         &self.eos_mask

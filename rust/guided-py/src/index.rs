@@ -474,6 +474,11 @@ impl PyGuide {
             .as_slice_mut()
             .map_err(|_| guided_error(py, "bitmask must be C-contiguous"))?;
         let dst = &mut slice[row * width..(row + 1) * width];
+        // A cached mask is one copy, cheaper than releasing and retaking the GIL around it.
+        if let Some(mask) = index.cached_mask(state) {
+            write_row(dst, mask.words());
+            return Ok(());
+        }
         guard_detached(py, move || fill_row(dst, &index, state))
     }
 
