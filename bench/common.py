@@ -51,6 +51,15 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return ordered[k]
 
 
+def rss_bytes() -> int:
+    """This process's resident set size now (Linux ``/proc``; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table with right-aligned numbers."""
     cells = [[str(h) for h in headers]] + [[fmt(c) for c in r] for r in rows]

@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["dfa.py"]
+BENCHMARKS = ["dfa.py", "index.py"]
 
 if __name__ == "__main__":
     selected = sys.argv[1:] or BENCHMARKS
     for name in selected:
         print(f"\n=== {name} ===", flush=True)
+        sys.argv = [str(HERE / name)]  # each benchmark parses its own (default) options
         runpy.run_path(str(HERE / name), run_name="__main__")

@@ -1,0 +1,1104 @@
+"""Token masks side by side: guided, xgrammar, llguidance and outlines-core on the same vocabulary.
+
+What it measures. For each vocabulary (GPT-2 50k, Qwen2 152k, o200k 200k) and each workload (a
+digits regex, an email regex, a 6-property JSON schema and a 26-property one with nested objects,
+arrays and enums), every engine compiles the constraint and is driven along the same valid output,
+token by token, filling one packed int32 bitmask row before each token:
+
+- compile: building the constraint object (median of ``--reps`` compiles);
+- TTFM: time to first mask, compile + a fresh matcher + the first mask (median of the same reps);
+- first pass: each mask along the output on the freshly compiled object, where lazy engines pay for
+  states they have not seen (median and p99 over positions);
+- warm: the same walk again with a fresh matcher on the same compiled object (median over positions
+  of the per-position median of ``--warm`` passes);
+- memory: guided ``index.memory_bytes()`` after the pass (the vocabulary's shared token trie
+  included), xgrammar ``compiled.memory_size_bytes``, and for llguidance and outlines-core, which
+  report nothing, the growth of the process's resident set around compile + first pass (labelled
+  "rss"; allocator reuse makes it a rough figure);
+- batch: 64 guides spread along the large JSON output, one ``fill_next_token_bitmask`` call on 1 and
+  on 2 threads, warm, beside xgrammar's ``BatchGrammarMatcher`` and llguidance's ``LLExecutor``.
+
+Why this way. The peers are built from guided's token bytes (``peers.py``) so that every engine
+sees the same ids and bytes; the text is tokenized by the model's real tokenizer and every token is
+checked with guided and accepted by every peer, and each mask is hashed so the table can say how
+often a peer's mask equals guided's (regex workloads must agree everywhere; JSON workloads differ
+where the peers' whitespace policies do: guided and outlines-core allow ``[ ]?`` between JSON
+tokens, xgrammar and llguidance any JSON whitespace by default). The JSON text is ``json.dumps``
+output, one space after ``:`` and ``,``, which all four policies accept.
+
+guided's JSON Schema compiler lands separately; until ``guided.json_schema_to_regex`` exists, the
+schemas are turned into regexes here by a small translator of the subset they use (objects with
+every property required in declared order, strings, integers, numbers, booleans, string enums,
+arrays), following guided's whitespace policy. The peers always get the schema itself.
+
+outlines-core compiles eagerly and is slow on large vocabularies (tens of seconds, hundreds of MB
+for o200k), so it runs in a subprocess with a wall-clock budget (``--outlines-budget``, 60 s by
+default); past it the cells read "timeout", and the vocabulary's remaining, larger workloads are
+skipped for it. The full run takes a few minutes on two cores; ``--quick`` (GPT-2 only) under one.
+
+Run: ``python bench/index.py [--quick]``; results go to ``bench/results/index.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+import peers
+
+import guided
+from common import median, percentile, rss_bytes, table, time_call, write_results
+
+# --- workloads --------------------------------------------------------------------------------
+
+WS = "[ ]?"
+STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+INTEGER = r"-?(?:0|[1-9][0-9]*)"
+NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+BOOLEAN = "(?:true|false)"
+_META = set("\\.^$|?*+()[]{}")
+
+
+def _literal(text: str) -> str:
+    return "".join("\\" + c if c in _META else c for c in text)
+
+
+def schema_regex(schema: dict[str, Any]) -> str:
+    """The regex guided's JSON Schema compiler is specified to produce for this schema subset."""
+    if "enum" in schema:
+        values = schema["enum"]
+        if not all(isinstance(v, str) for v in values):
+            raise ValueError("only string enums are translated")
+        return "(?:" + "|".join(_literal(json.dumps(v, ensure_ascii=False)) for v in values) + ")"
+    kind = schema.get("type")
+    if kind == "string":
+        return STRING
+    if kind == "integer":
+        return INTEGER
+    if kind == "number":
+        return NUMBER
+    if kind == "boolean":
+        return BOOLEAN
+    if kind == "array":
+        item = schema_regex(schema["items"])
+        return rf"\[{WS}(?:{item}(?:{WS},{WS}{item})*)?{WS}\]"
+    if kind == "object":
+        props = schema["properties"]
+        if schema.get("required") != list(props) or schema.get("additionalProperties") is not False:
+            raise ValueError("only closed objects with every property required are translated")
+        members = [
+            _literal(json.dumps(name)) + WS + ":" + WS + schema_regex(sub)
+            for name, sub in props.items()
+        ]
+        return r"\{" + WS + (WS + "," + WS).join(members) + WS + r"\}"
+    raise ValueError(f"schema {schema!r} is outside the translated subset")
+
+
+def closed(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+STR, INT, NUM, BOOL = (
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+)
+
+
+def enum(*values: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
+
+
+def array(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+MODERATE_SCHEMA = closed(
+    {
+        "name": STR,
+        "age": INT,
+        "role": enum("admin", "editor", "viewer"),
+        "active": BOOL,
+        "score": NUM,
+        "tags": array(STR),
+    }
+)
+MODERATE_VALUE = {
+    "name": "Zoë Okonkwo-Hartmann",
+    "age": 37,
+    "role": "editor",
+    "active": True,
+    "score": 91.25,
+    "tags": ["infra", "on-call", "rust", "métriques"],
+}
+
+LARGE_SCHEMA = closed(
+    {
+        "id": INT,
+        "uuid": STR,
+        "name": STR,
+        "email": STR,
+        "age": INT,
+        "height_m": NUM,
+        "active": BOOL,
+        "role": enum("admin", "editor", "viewer", "guest"),
+        "status": enum("pending", "approved", "rejected", "archived"),
+        "tags": array(STR),
+        "scores": array(NUM),
+        "address": closed(
+            {
+                "street": STR,
+                "city": STR,
+                "postal_code": STR,
+                "country": enum("US", "FR", "DE", "JP", "BR", "NG"),
+                "geo": closed({"lat": NUM, "lon": NUM}),
+            }
+        ),
+        "phones": array(closed({"kind": enum("home", "work", "mobile"), "number": STR})),
+        "created_at": STR,
+        "updated_at": STR,
+        "priority": INT,
+        "ratio": NUM,
+        "verified": BOOL,
+        "manager": closed({"name": STR, "email": STR, "level": INT}),
+        "skills": array(
+            closed({"name": STR, "years": INT, "level": enum("junior", "mid", "senior", "staff")})
+        ),
+        "language": enum("en", "fr", "de", "ja", "pt", "yo"),
+        "timezone": STR,
+        "notes": STR,
+        "nickname": STR,
+        "history": array(INT),
+        "flags": array(BOOL),
+    }
+)
+LARGE_VALUE = {
+    "id": 48213,
+    "uuid": "3f2b8c1e-9d4a-4e7b-a6c5-0f1e2d3c4b5a",
+    "name": "Łucja Nakamura-Dubois",
+    "email": "lucja.nd@example-corp.co.jp",
+    "age": 29,
+    "height_m": 1.68,
+    "active": False,
+    "role": "admin",
+    "status": "approved",
+    "tags": ["platform", "security", "東京", "kubernetes", "on-call"],
+    "scores": [88.5, 92.0, 79.75, -3.5e-2, 100],
+    "address": {
+        "street": "12 Rue de la Roquette, Bât. B",
+        "city": "Paris",
+        "postal_code": "75011",
+        "country": "FR",
+        "geo": {"lat": 48.8553, "lon": 2.3755},
+    },
+    "phones": [
+        {"kind": "work", "number": "+33 1 42 68 53 00"},
+        {"kind": "mobile", "number": "+81-90-1234-5678"},
+    ],
+    "created_at": "2023-04-18T09:12:44Z",
+    "updated_at": "2024-11-02T17:05:09+01:00",
+    "priority": 2,
+    "ratio": 0.3333,
+    "verified": True,
+    "manager": {"name": "Adébáyọ̀ Ògúnlẹ́yẹ", "email": "a.ogunleye@example-corp.com", "level": 7},
+    "skills": [
+        {"name": "Rust", "years": 6, "level": "senior"},
+        {"name": "PostgreSQL", "years": 9, "level": "staff"},
+        {"name": "Go", "years": 2, "level": "mid"},
+    ],
+    "language": "fr",
+    "timezone": "Europe/Paris",
+    "notes": 'Prefers async reviews; "no meetings" on Fridays. Escalate via #infra-oncall 🚨.',
+    "nickname": "lucy",
+    "history": [3, 14, 15, 92, 65, 35, 89, 79],
+    "flags": [True, False, False, True],
+}
+
+# The WHATWG (HTML living standard) e-mail address pattern.
+EMAIL = (
+    r"[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*"
+)
+
+
+@dataclass
+class Workload:
+    name: str
+    text: str
+    regex: str
+    schema: dict[str, Any] | None = None
+
+
+def workloads() -> list[Workload]:
+    return [
+        Workload("digits", "31415926535897932384626433832795", r"[0-9]{1,32}"),
+        Workload("email", "jane.doe+bench-2024@mail.example-corp.co.uk", EMAIL),
+        Workload(
+            "json-6",
+            json.dumps(MODERATE_VALUE, ensure_ascii=False),
+            schema_regex(MODERATE_SCHEMA),
+            MODERATE_SCHEMA,
+        ),
+        Workload(
+            "json-26",
+            json.dumps(LARGE_VALUE, ensure_ascii=False),
+            schema_regex(LARGE_SCHEMA),
+            LARGE_SCHEMA,
+        ),
+    ]
+
+
+# --- engines ----------------------------------------------------------------------------------
+
+
+def mask_hash(words: np.ndarray, ignore: Sequence[int] = ()) -> str:
+    """A short digest of a mask, with the bits of `ignore` cleared (EOS ids a peer cannot take)."""
+    if ignore:
+        words = words.view(np.uint32).copy()
+        for t in ignore:
+            words[t // 32] &= ~np.uint32(1 << (t % 32))
+    return hashlib.blake2b(words.tobytes(), digest_size=8).hexdigest()
+
+
+class Engine(ABC):
+    """One engine's calls behind the same verbs; the filler writes row 0 of ``self.buf``."""
+
+    name = ""
+    memory_label = ""
+
+    def __init__(self, width: int) -> None:
+        self.buf = np.zeros((1, width), dtype=np.int32)
+
+    @abstractmethod
+    def compile(self, w: Workload) -> Any: ...
+
+    @abstractmethod
+    def matcher(self, compiled: Any) -> Any: ...
+
+    @abstractmethod
+    def filler(self, m: Any) -> Callable[[], Any]: ...
+
+    @abstractmethod
+    def advance(self, m: Any, token: int) -> bool: ...
+
+    def words(self) -> np.ndarray:
+        return self.buf[0]
+
+    def memory(self, compiled: Any) -> int | None:
+        return None
+
+
+def guided_uses_schema_compiler(w: Workload) -> bool:
+    return w.schema is not None and hasattr(guided, "json_schema_to_regex")
+
+
+class Guided(Engine):
+    name = "guided"
+    memory_label = "index"
+
+    def __init__(self, width: int, vocab: guided.Vocabulary) -> None:
+        super().__init__(width)
+        self.vocab = vocab
+
+    def compile(self, w: Workload) -> Any:
+        if guided_uses_schema_compiler(w):
+            return guided.TokenIndex.from_json_schema(json.dumps(w.schema), self.vocab)
+        return guided.TokenIndex.from_regex(w.regex, self.vocab)
+
+    def matcher(self, compiled: Any) -> Any:
+        return guided.Guide(compiled)
+
+    def filler(self, m: Any) -> Callable[[], Any]:
+        fill, buf = m.fill_bitmask, self.buf
+        return lambda: fill(buf, 0)
+
+    def advance(self, m: Any, token: int) -> bool:
+        return bool(m.accept_token(token))
+
+    def memory(self, compiled: Any) -> int | None:
+        return int(compiled.memory_bytes())
+
+
+class Xgrammar(Engine):
+    name = "xgrammar"
+    memory_label = "compiled"
+
+    def __init__(self, width: int, info: Any) -> None:
+        import torch
+        import xgrammar as xgr
+
+        super().__init__(width)
+        self.xgr = xgr
+        self.compiler = xgr.GrammarCompiler(info, cache_enabled=False)
+        self.tbuf = torch.zeros((1, width), dtype=torch.int32)
+
+    def compile(self, w: Workload) -> Any:
+        if w.schema is not None:
+            return self.compiler.compile_json_schema(json.dumps(w.schema))
+        return self.compiler.compile_regex(w.regex)
+
+    def matcher(self, compiled: Any) -> Any:
+        return self.xgr.GrammarMatcher(compiled)
+
+    def filler(self, m: Any) -> Callable[[], Any]:
+        fill, buf = m.fill_next_token_bitmask, self.tbuf
+        return lambda: fill(buf, 0)
+
+    def advance(self, m: Any, token: int) -> bool:
+        return bool(m.accept_token(token))
+
+    def words(self) -> np.ndarray:
+        return np.asarray(self.tbuf.numpy()[0])
+
+    def memory(self, compiled: Any) -> int | None:
+        return int(compiled.memory_size_bytes)
+
+
+class Llguidance(Engine):
+    """The compiled object is a pristine ``LLMatcher``; each walk runs on a ``deep_copy``."""
+
+    name = "llguidance"
+    memory_label = "rss"
+
+    def __init__(self, width: int, tokenizer: Any) -> None:
+        import llguidance as llg
+
+        super().__init__(width)
+        self.llg = llg
+        self.tokenizer = tokenizer
+
+    def compile(self, w: Workload) -> Any:
+        M = self.llg.LLMatcher
+        if w.schema is not None:
+            grammar = M.grammar_from_json_schema(w.schema)
+        else:
+            grammar = M.grammar_from_regex(w.regex)
+        m = M(self.tokenizer, grammar, log_level=0)
+        if m.is_error():
+            raise RuntimeError(f"llguidance: {m.get_error()}")
+        return m
+
+    def matcher(self, compiled: Any) -> Any:
+        return compiled.deep_copy()
+
+    def filler(self, m: Any) -> Callable[[], Any]:
+        fill, ptr, size = m.unsafe_compute_mask_ptr, self.buf.ctypes.data, self.buf.nbytes
+        return lambda: fill(ptr, size)
+
+    def advance(self, m: Any, token: int) -> bool:
+        return bool(m.consume_token(token)) and not m.is_error()
+
+
+class Outlines(Engine):
+    """Memory is the pickled index (outlines-core's own serialization of its state and
+    transition tables), a lower bound on what the index holds in memory."""
+
+    name = "outlines-core"
+    memory_label = "pickled"
+
+    def __init__(self, width: int, vocabulary: Any) -> None:
+        import outlines_core as oc
+
+        super().__init__(width)
+        self.oc = oc
+        self.vocabulary = vocabulary
+
+    def compile(self, w: Workload) -> Any:
+        regex = w.regex
+        if w.schema is not None:
+            regex = self.oc.json_schema.build_regex_from_schema(json.dumps(w.schema))
+        return self.oc.Index(regex, self.vocabulary)
+
+    def matcher(self, compiled: Any) -> Any:
+        return self.oc.Guide(compiled)
+
+    def filler(self, m: Any) -> Callable[[], Any]:
+        fill, ptr, size = m.write_mask_into, self.buf.ctypes.data, self.buf.shape[1]
+        return lambda: fill(ptr, size, 4)
+
+    def advance(self, m: Any, token: int) -> bool:
+        try:
+            m.advance(token, return_tokens=False)
+        except ValueError:
+            return False
+        return True
+
+    def memory(self, compiled: Any) -> int | None:
+        import pickle
+
+        return len(pickle.dumps(compiled))
+
+
+# --- measurement ------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    engine: str
+    compile_s: list[float] = field(default_factory=list)
+    ttfm_s: list[float] = field(default_factory=list)
+    first_s: list[float] = field(default_factory=list)
+    warm_s: list[float] = field(default_factory=list)
+    memory: int | None = None
+    memory_label: str = ""
+    rss_delta: int = 0
+    hashes: list[str] = field(default_factory=list)
+    covers_reference: int | None = None
+    rejected: str | None = None
+    eos_allowed_at_end: bool | None = None
+    status: str = "ok"
+
+    def summary(self) -> dict[str, Any]:
+        ok = self.status == "ok"
+        return {
+            "engine": self.engine,
+            "status": self.status,
+            "compile_ms": median(self.compile_s) * 1e3 if ok else None,
+            "ttfm_ms": median(self.ttfm_s) * 1e3 if ok else None,
+            "first_median_us": median(self.first_s) * 1e6 if ok else None,
+            "first_p99_us": percentile(self.first_s, 99) * 1e6 if ok else None,
+            "first_max_us": max(self.first_s) * 1e6 if ok else None,
+            "warm_median_us": median(self.warm_s) * 1e6 if ok and self.warm_s else None,
+            "memory_bytes": self.memory if self.memory_label != "rss" else self.rss_delta,
+            "memory_label": self.memory_label,
+            "rss_delta_bytes": self.rss_delta,
+            "masks": len(self.first_s),
+            "rejected": self.rejected,
+            "eos_allowed_at_end": self.eos_allowed_at_end,
+            "first_pass_us": [round(t * 1e6, 1) for t in self.first_s],
+            "masks_covering_guided": self.covers_reference,
+        }
+
+
+def release_freed_memory() -> None:
+    """Hands glibc's free lists back to the system, so that a resident-set delta measured from
+    here counts new allocations instead of reused ones."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def measure(
+    engine: Engine,
+    w: Workload,
+    tokens: Sequence[int],
+    eos_ids: Sequence[int],
+    reps: int,
+    warm: int,
+    keep: list[np.ndarray] | None = None,
+    reference: Sequence[np.ndarray] | None = None,
+) -> Result:
+    """`reps` times: compile, then a first pass along `tokens` on the fresh object (per-position
+    median over the reps, which keeps one preempted call from posing as a slow mask); then `warm`
+    passes with fresh matchers on the first compiled object, which is the one returned.
+
+    Masks are hashed for comparison with the first EOS id kept and the others cleared, since
+    outlines-core takes a single EOS id. The first pass's masks are appended to `keep` if given;
+    with `reference` (guided's masks), the result counts the positions where this engine allows
+    every token guided allows."""
+    eos, ignore = eos_ids[0], list(eos_ids[1:])
+    res = Result(engine.name, memory_label=engine.memory_label)
+    clock = time.perf_counter
+    first_passes: list[list[float]] = []
+    compiled: Any = None
+    gc.collect()
+    gc.disable()
+    try:
+        for rep in range(reps):
+            if rep == 0:
+                release_freed_memory()
+            rss0 = rss_bytes()
+            t0 = clock()
+            c = engine.compile(w)
+            t1 = clock()
+            m = engine.matcher(c)
+            fill = engine.filler(m)
+            fill()
+            t2 = clock()
+            res.compile_s.append(t1 - t0)
+            res.ttfm_s.append(t2 - t0)
+            times = [t2 - t1]  # the first mask, with the matcher's creation
+            hashes = [mask_hash(engine.words(), ignore)]
+            # Snapshots and comparisons on the last pass, so that rep 0's resident-set growth
+            # counts only the engine.
+            last = rep == reps - 1
+            snapshots = [engine.words().copy()] if last and keep is not None else None
+            covers = 0
+            if last and reference:
+                covers += bool(np.array_equal(engine.words() & reference[0], reference[0]))
+            for k, tok in enumerate(tokens):
+                if not engine.advance(m, tok):
+                    res.rejected = f"token {k} (id {tok})"
+                    break
+                s = clock()
+                fill()
+                times.append(clock() - s)
+                hashes.append(mask_hash(engine.words(), ignore))
+                if snapshots is not None:
+                    snapshots.append(engine.words().copy())
+                if last and reference and k + 1 < len(reference):
+                    ref = reference[k + 1]
+                    covers += bool(np.array_equal(engine.words() & ref, ref))
+            else:
+                words = engine.words()
+                res.eos_allowed_at_end = bool((int(words[eos // 32]) >> (eos % 32)) & 1)
+            first_passes.append(times)
+            if rep == 0:
+                res.rss_delta = rss_bytes() - rss0
+                res.memory = engine.memory(c)
+                res.hashes = hashes
+                compiled = c
+            if snapshots is not None and keep is not None:
+                keep.extend(snapshots)
+            if last and reference:
+                res.covers_reference = covers
+            del m, fill, c
+        res.first_s = [median(col) for col in zip(*first_passes)]
+        if res.rejected is None:
+            passes = []
+            for _ in range(warm):
+                m = engine.matcher(compiled)
+                fill = engine.filler(m)
+                times = []
+                s = clock()
+                fill()
+                times.append(clock() - s)
+                for tok in tokens:
+                    engine.advance(m, tok)
+                    s = clock()
+                    fill()
+                    times.append(clock() - s)
+                passes.append(times)
+            res.warm_s = [median(col) for col in zip(*passes)]
+    finally:
+        gc.enable()
+    res.compiled = compiled  # type: ignore[attr-defined]
+    return res
+
+
+def parallel_ceiling() -> float:
+    """This machine's 2-thread speedup right now on an embarrassingly parallel job (SHA-256 of
+    two 64 MB buffers; hashlib releases the GIL): the most any 2-thread figure can show."""
+    import threading
+
+    data = bytes(64 << 20)
+
+    def work() -> None:
+        hashlib.sha256(data).digest()
+
+    work()
+    t = time.perf_counter()
+    work()
+    work()
+    one = time.perf_counter() - t
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return one / (time.perf_counter() - t)
+
+
+# --- outlines-core in a subprocess ------------------------------------------------------------
+
+
+def outlines_worker() -> None:
+    """Reads a job on stdin, prints "ready" once the vocabulary is built, then the result."""
+    job = json.loads(sys.stdin.readline())
+    loaded = peers.load(job["vocab"])
+    tokens = peers.token_bytes(loaded.vocab)
+    t0 = time.perf_counter()
+    vocabulary = peers.outlines_vocabulary(loaded.vocab, tokens)
+    prep = time.perf_counter() - t0
+    print(json.dumps({"ready": True, "vocab_prep_s": prep}), flush=True)
+    w = Workload(**job["workload"])
+    engine = Outlines((loaded.vocab.vocab_size + 31) // 32, vocabulary)
+    res = measure(engine, w, job["tokens"], loaded.vocab.eos_token_ids, 1, job["warm"])
+    out = {k: v for k, v in res.__dict__.items() if k != "compiled"}
+    print(json.dumps(out), flush=True)
+
+
+def run_outlines(
+    vocab: str, w: Workload, tokens: list[int], warm: int, budget: float
+) -> tuple[Result, float | None]:
+    """outlines-core's result for one workload, or a "timeout" result past the compile budget."""
+    job = {"vocab": vocab, "workload": w.__dict__, "tokens": tokens, "warm": warm}
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--outlines-worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(job) + "\n")
+    proc.stdin.flush()
+    ready = json.loads(proc.stdout.readline() or "{}")
+    prep = ready.get("vocab_prep_s")
+    try:
+        # The budget bounds the compile; the passes after it take well under a second.
+        out, _ = proc.communicate(timeout=budget + 15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return Result("outlines-core", status="timeout"), prep
+    if proc.returncode != 0 or not out.strip():
+        return Result("outlines-core", status=f"error {proc.returncode}"), prep
+    res = Result(**json.loads(out.strip().splitlines()[-1]))
+    if res.compile_s and res.compile_s[0] > budget:
+        res.status = "timeout"
+    return res, prep
+
+
+# --- batch fill -------------------------------------------------------------------------------
+
+
+def batch_scaling(
+    vocab: guided.Vocabulary,
+    tokens: list[int],
+    compiled: dict[str, Any],
+    engines: dict[str, Engine],
+    workload: Workload,
+    cold_reps: int = 5,
+) -> list[dict[str, Any]]:
+    """64 matchers spread along `tokens`, one batched fill on 1 and 2 threads, warm; and guided
+    cold (fresh index, no mask cached yet)."""
+    width = (vocab.vocab_size + 31) // 32
+    positions = [round(i * len(tokens) / 64) for i in range(64)]
+    rows = []
+
+    def advanced(engine: Engine, c: Any) -> list[Any]:
+        out = []
+        for p in positions:
+            m = engine.matcher(c)
+            for tok in tokens[:p]:
+                engine.advance(m, tok)
+            out.append(m)
+        return out
+
+    buf = np.zeros((64, width), dtype=np.int32)
+    guides = advanced(engines["guided"], compiled["guided"])
+    fills: dict[str, dict[int, Callable[[], Any]]] = {
+        "guided": {
+            n: (lambda n=n: guided.fill_next_token_bitmask(guides, buf, threads=n)) for n in (1, 2)
+        }
+    }
+    if "xgrammar" in compiled:
+        import torch
+        import xgrammar as xgr
+
+        tbuf = torch.zeros((64, width), dtype=torch.int32)
+        xms = advanced(engines["xgrammar"], compiled["xgrammar"])
+        batchers = {n: xgr.BatchGrammarMatcher(max_threads=n) for n in (1, 2)}
+        fills["xgrammar"] = {
+            n: (lambda n=n: batchers[n].batch_fill_next_token_bitmask(xms, tbuf)) for n in (1, 2)
+        }
+    if "llguidance" in compiled:
+        import llguidance as llg
+        import llguidance.numpy as llnp
+
+        lms = advanced(engines["llguidance"], compiled["llguidance"])
+        pairs = [(m, i) for i, m in enumerate(lms)]
+        executors = {n: llg.LLExecutor(num_threads=n) for n in (1, 2)}
+        lbuf = np.zeros((64, width), dtype=np.int32)
+        fills["llguidance"] = {
+            n: (lambda n=n: llnp.fill_next_token_bitmask_par(executors[n], pairs, lbuf))
+            for n in (1, 2)
+        }
+    for name, by_threads in fills.items():
+        ms = {}
+        for n, fn in by_threads.items():
+            fn()  # warm: every state's mask computed once
+            ms[n] = median(time_call(fn, repeat=7, min_time=0.05)) * 1e3
+        rows.append(
+            {
+                "engine": name,
+                "mode": "warm",
+                "one_thread_ms": ms[1],
+                "two_threads_ms": ms[2],
+                "speedup": ms[1] / ms[2],
+            }
+        )
+    # Cold: a fresh index each time, so the call computes every row's mask (trie walks, and
+    # lazy determinization of the states those walks reach).
+    cold = {}
+    for n in (1, 2):
+        samples = []
+        for _ in range(cold_reps):
+            c = engines["guided"].compile(workload)
+            gs = advanced(engines["guided"], c)
+            gc.collect()
+            s = time.perf_counter()
+            guided.fill_next_token_bitmask(gs, buf, threads=n)
+            samples.append(time.perf_counter() - s)
+        cold[n] = median(samples) * 1e3
+    rows.append(
+        {
+            "engine": "guided",
+            "mode": "cold",
+            "one_thread_ms": cold[1],
+            "two_threads_ms": cold[2],
+            "speedup": cold[1] / cold[2],
+        }
+    )
+    return rows
+
+
+# --- driver -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """The rows of every printed table, and the JSON payload."""
+
+    prep: list[list[Any]] = field(default_factory=list)
+    main: list[list[Any]] = field(default_factory=list)
+    ratios: list[list[Any]] = field(default_factory=list)
+    targets: list[list[Any]] = field(default_factory=list)
+    batch: list[list[Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    results: dict[str, Any] = field(default_factory=lambda: {"vocabularies": {}})
+
+
+def cell(summary: dict[str, Any], key: str, scale: float = 1.0) -> Any:
+    if summary["status"] != "ok":
+        return summary["status"]
+    v = summary.get(key)
+    return float("nan") if v is None else v * scale
+
+
+def ratio(a: float | None, b: float | None) -> float:
+    if a is None or b is None or b == 0:
+        return float("nan")
+    return a / b
+
+
+def verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("PASS" if ok else "MISS")
+
+
+def known(x: float) -> bool:
+    return x == x  # not NaN
+
+
+def check_workload(loaded: peers.Loaded, w: Workload, tokens: list[int]) -> None:
+    """The driven text must be a valid instance and every token allowed by guided's regex."""
+    if w.schema is not None:
+        import jsonschema
+
+        jsonschema.validate(json.loads(w.text), w.schema)
+    guide = guided.Guide(guided.TokenIndex.from_regex(w.regex, loaded.vocab))
+    if re.fullmatch(w.regex, w.text) is None or guide.validate_tokens(tokens) != len(tokens):
+        raise SystemExit(f"{loaded.name}/{w.name}: the driven text does not match its regex")
+
+
+def summarize(
+    rep: Report,
+    vname: str,
+    w: Workload,
+    tokens: list[int],
+    by_engine: dict[str, Result],
+    trie_bytes: int,
+    vocab_size: int,
+) -> dict[str, dict[str, Any]]:
+    """Adds one workload's rows to every table; returns the per-engine summaries."""
+    summaries: dict[str, dict[str, Any]] = {}
+    ref = by_engine["guided"].hashes
+    for name, r in by_engine.items():
+        s = r.summary()
+        if r.status == "ok":
+            s["masks_equal_guided"] = sum(a == b for a, b in zip(ref, r.hashes))
+            if r.rejected:
+                rep.problems.append(f"{vname}/{w.name}: {name} rejected {r.rejected}")
+            if r.eos_allowed_at_end is False:
+                rep.problems.append(f"{vname}/{w.name}: {name} does not allow EOS at the end")
+        # guided's trie is built once per vocabulary and shared by every index over it, like
+        # the peers' tokenizer objects; the per-constraint figure leaves it out.
+        mem = s["memory_bytes"]
+        s["memory_own_bytes"] = mem - trie_bytes if name == "guided" and mem is not None else mem
+        summaries[name] = s
+        ok = r.status == "ok"
+        rep.main.append(
+            [
+                vname,
+                w.name,
+                name,
+                cell(s, "compile_ms"),
+                cell(s, "ttfm_ms"),
+                cell(s, "first_median_us"),
+                cell(s, "first_p99_us"),
+                cell(s, "warm_median_us"),
+                s["memory_own_bytes"] / 2**20 if ok and mem is not None else "",
+                s["memory_label"] if ok else "",
+                s["rss_delta_bytes"] / 2**20 if ok else "",
+                f"{s.get('masks_equal_guided', '-')}/{len(tokens) + 1}" if ok else "",
+                "-" if s["masks_covering_guided"] is None else s["masks_covering_guided"],
+                f"rejects {r.rejected}" if r.rejected else "",
+            ]
+        )
+    g = summaries["guided"]
+    metrics = (
+        "compile_ms",
+        "ttfm_ms",
+        "first_median_us",
+        "first_p99_us",
+        "warm_median_us",
+        "memory_own_bytes",
+    )
+    for name, s in summaries.items():
+        if name != "guided":
+            ok = s["status"] == "ok"
+            rep.ratios.append(
+                [vname, w.name, name] + [ratio(g[k], s[k]) if ok else s["status"] for k in metrics]
+            )
+    llg = summaries.get("llguidance", {})
+    xgr = summaries.get("xgrammar", {})
+    oc = summaries.get("outlines-core", {})
+    r_ttfm = ratio(g["ttfm_ms"], llg.get("ttfm_ms"))
+    r_med = ratio(g["first_median_us"], xgr.get("first_median_us"))
+    r_p99 = ratio(g["first_p99_us"], llg.get("first_p99_us"))
+    r_mem = ratio(g["memory_own_bytes"], oc.get("memory_own_bytes"))
+    warm_ok = verdict(g["warm_median_us"] < 3)
+    oc_status = oc.get("status", "skipped")
+    rep.targets.append(
+        [
+            vname,
+            w.name,
+            r_ttfm,
+            verdict(r_ttfm <= 1 if known(r_ttfm) else None),
+            r_med,
+            verdict(r_med <= 1 if known(r_med) else None),
+            r_p99,
+            verdict(r_p99 <= 0.5 if known(r_p99) else None),
+            g["warm_median_us"],
+            warm_ok if vocab_size >= 150_000 else f"({warm_ok})",
+            r_mem if known(r_mem) else oc_status,
+            "PASS*" if oc_status == "timeout" else verdict(r_mem <= 0.1 if known(r_mem) else None),
+        ]
+    )
+    return summaries
+
+
+def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, rep: Report) -> None:
+    """Every workload on one vocabulary, then the batch figures on the last workload."""
+    started = time.perf_counter()
+    loaded = peers.load(vname)
+    vocab = loaded.vocab
+    width = (vocab.vocab_size + 31) // 32
+    tbytes = peers.token_bytes(vocab)
+    prep: dict[str, float] = {}
+    t = time.perf_counter()
+    keeper = guided.TokenIndex.from_regex("a", vocab)  # builds, and holds, the shared trie
+    prep["guided token trie"] = time.perf_counter() - t
+    trie_bytes = keeper.memory_bytes()
+    t = time.perf_counter()
+    info = peers.xgrammar_info(vocab, tbytes)
+    prep["xgrammar TokenizerInfo"] = time.perf_counter() - t
+    t = time.perf_counter()
+    lltok = peers.llguidance_tokenizer(vocab, tbytes)
+    prep["llguidance LLTokenizer"] = time.perf_counter() - t
+    engines: dict[str, Engine] = {
+        "guided": Guided(width, vocab),
+        "xgrammar": Xgrammar(width, info),
+        "llguidance": Llguidance(width, lltok),
+    }
+    vres: dict[str, Any] = {
+        "vocab_size": vocab.vocab_size,
+        "trie_bytes": trie_bytes,
+        "workloads": {},
+    }
+    outlines_gave_up = False
+    for w in work:
+        tokens = loaded.encode(w.text)
+        check_workload(loaded, w, tokens)
+        print(
+            f"  {vname} {w.name}: {len(w.text.encode())} bytes, {len(tokens)} tokens "
+            f"[{time.perf_counter() - started:.0f} s]",
+            flush=True,
+        )
+        compiled: dict[str, Any] = {}
+        by_engine: dict[str, Result] = {}
+        guided_masks: list[np.ndarray] = []
+        for name, engine in engines.items():
+            try:
+                r = measure(
+                    engine,
+                    w,
+                    tokens,
+                    vocab.eos_token_ids,
+                    args.reps,
+                    args.warm,
+                    keep=guided_masks if name == "guided" else None,
+                    reference=guided_masks if name != "guided" else None,
+                )
+                compiled[name] = r.compiled  # type: ignore[attr-defined]
+            except Exception as e:  # a peer refusing a workload is a finding, not a crash
+                r = Result(name, status=f"error: {type(e).__name__}")
+                rep.problems.append(f"{vname}/{w.name}: {name} failed: {e}")
+            by_engine[name] = r
+        if not args.no_outlines:
+            if outlines_gave_up:
+                r = Result("outlines-core", status="timeout")
+            else:
+                r, oprep = run_outlines(vname, w, tokens, args.warm, args.outlines_budget)
+                if oprep is not None:
+                    prep["outlines-core Vocabulary"] = oprep
+                outlines_gave_up = r.status == "timeout"
+            by_engine["outlines-core"] = r
+        summaries = summarize(rep, vname, w, tokens, by_engine, trie_bytes, vocab.vocab_size)
+        vres["workloads"][w.name] = {"tokens": len(tokens), "engines": summaries}
+        if w is work[-1]:
+            rows = batch_scaling(vocab, tokens, compiled, engines, w)
+            for b in rows:
+                rep.batch.append(
+                    [
+                        vname,
+                        w.name,
+                        b["engine"],
+                        b["mode"],
+                        b["one_thread_ms"],
+                        b["two_threads_ms"],
+                        b["speedup"],
+                    ]
+                )
+            vres["batch"] = {"workload": w.name, "rows": rows}
+        del compiled
+    for k, v in prep.items():
+        rep.prep.append([vname, vocab.vocab_size, k, v * 1e3])
+    rep.prep.append([vname, vocab.vocab_size, "guided token trie, MB", trie_bytes / 2**20])
+    vres["prep_s"] = prep
+    rep.results["vocabularies"][vname] = vres
+    del keeper
+
+
+def print_report(rep: Report, args: argparse.Namespace) -> None:
+    print("\nPer-vocabulary preparation, not counted in compile times (ms; the last row MB)")
+    print(table(["vocab", "size", "what", "ms"], rep.prep))
+    print(
+        f"\nMasks along the same output. compile, TTFM: median of {args.reps}; 1st: per mask on "
+        f"the fresh object (per-position median of {args.reps} passes); warm: per mask, fresh "
+        "matcher, same object.\nmemory: guided index.memory_bytes() less the shared trie, "
+        "xgrammar memory_size_bytes, outlines-core its pickled index, llguidance none "
+        "(see rss: resident-set growth over compile + first pass).\nmasks = guided: positions "
+        "where the peer's mask equals guided's; covers guided: where the peer allows every token "
+        "guided allows (guided's JSON whitespace is a subset of xgrammar's and llguidance's)"
+    )
+    headers = [
+        "vocab",
+        "workload",
+        "engine",
+        "compile ms",
+        "TTFM ms",
+        "1st med us",
+        "1st p99 us",
+        "warm med us",
+        "memory MB",
+        "kind",
+        "rss MB",
+        "masks = guided",
+        "covers guided",
+        "note",
+    ]
+    print(table(headers, rep.main))
+    print("\nguided / peer (below 1: guided is faster or smaller)")
+    headers = ["vocab", "workload", "peer", "compile", "TTFM", "1st med", "1st p99", "warm med"]
+    print(table([*headers, "memory"], rep.ratios))
+    print(
+        "\nTargets: TTFM <= llguidance; 1st-pass median <= xgrammar; 1st-pass p99 <= 0.5 x "
+        "llguidance; warm median < 3 us at 200k tokens (in parentheses: smaller vocabularies); "
+        "memory <= 0.1 x outlines-core (PASS*: outlines-core did not finish within its budget)"
+    )
+    headers = ["vocab", "workload", "TTFM/llg", "", "med/xgr", "", "p99/llg", "", "warm us", ""]
+    print(table([*headers, "mem/oc", ""], rep.targets))
+    ceiling = parallel_ceiling()
+    rep.results["parallel_ceiling"] = ceiling
+    print(
+        "\nBatch fill, 64 matchers at varied states of the last workload (ms per call); this "
+        f"machine's 2-thread ceiling right now (SHA-256 on 2 threads): {ceiling:.2f}x"
+    )
+    headers = ["vocab", "workload", "engine", "masks", "1 thread", "2 threads", "speedup"]
+    print(table(headers, rep.batch))
+    for b in rep.batch:
+        if b[2] == "guided":
+            print(
+                f"  {b[0]}: guided {b[3]} 2-thread speedup {b[6]:.2f}x -> "
+                f"{verdict(b[6] >= 1.7)} (target >= 1.7x)"
+            )
+    if rep.problems:
+        print("\nProblems:")
+        for p in rep.problems:
+            print("  " + p)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="GPT-2 only (about a minute)")
+    ap.add_argument("--vocab", nargs="*", choices=peers.VOCAB_NAMES)
+    ap.add_argument("--workload", nargs="*", choices=[w.name for w in workloads()])
+    ap.add_argument("--reps", type=int, default=5, help="compiles and first passes per engine")
+    ap.add_argument("--warm", type=int, default=3, help="warm passes per engine")
+    ap.add_argument("--outlines-budget", type=float, default=60.0, help="seconds per compile")
+    ap.add_argument("--no-outlines", action="store_true")
+    ap.add_argument("--outlines-worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.outlines_worker:
+        outlines_worker()
+        return
+    # Imported before any timing, so that none pays for an import (the outlines-core worker
+    # process imports only what it uses).
+    import llguidance  # noqa: F401
+    import torch  # noqa: F401
+    import xgrammar  # noqa: F401
+
+    vocab_names = args.vocab or (["gpt2"] if args.quick else list(peers.VOCAB_NAMES))
+    work = [w for w in workloads() if not args.workload or w.name in args.workload]
+    rep = Report()
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    schema_source = (
+        "guided.json_schema_to_regex"
+        if hasattr(guided, "json_schema_to_regex")
+        else "a hand translation (guided.json_schema_to_regex is not there yet)"
+    )
+    print(f"guided's JSON regexes: {schema_source}; the peers compile the JSON Schema itself.")
+    for vname in vocab_names:
+        run_vocabulary(vname, work, args, rep)
+    print_report(rep, args)
+    load_after = os.getloadavg()
+    rep.results["problems"] = rep.problems
+    rep.results["elapsed_s"] = time.perf_counter() - started
+    rep.results["load_average"] = {"before": load_before, "after": load_after}
+    rep.results["cpus"] = os.cpu_count()
+    print(
+        f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after, on "
+        f"{os.cpu_count()} CPUs (other work on the machine inflates times and caps 2-thread "
+        f"speedups); elapsed {rep.results['elapsed_s']:.0f} s; "
+        f"results: {write_results('index', rep.results)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
