@@ -447,8 +447,29 @@ impl TokenIndex {
                 self.walk(state, use_slices, |s, b| m.step(s, b), &mut set, &mut visit);
                 return Ok(set);
             }
+            // Most walks on a growing automaton only meet rows that already exist: try under the
+            // shared lock, and give up at the first missing row.
+            let mut attempt = set.clone();
+            let mut missing = false;
+            let mut seen = Vec::new();
+            let step = |s: u32, b: u8| {
+                if missing || !m.explored[s as usize] {
+                    missing = true;
+                    return DEAD;
+                }
+                m.step(s, b)
+            };
+            self.walk(state, use_slices, step, &mut attempt, &mut |id, next| {
+                seen.push((id, next))
+            });
+            if !missing {
+                for (id, next) in seen {
+                    visit(id, next);
+                }
+                return Ok(attempt);
+            }
         }
-        // The automaton is still growing: walk with the right to build missing rows.
+        // A row is missing: walk again with the right to build it.
         let mut m = write(&self.machine);
         let mut failure = None;
         let step = |s: u32, b: u8| {
