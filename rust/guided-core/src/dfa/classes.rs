@@ -116,8 +116,8 @@ impl ByteClassBuilder {
         let mut class = 0u16;
         let mut map = [0u8; 256];
         let mut reps = vec![0u8];
-        for b in 0..256usize {
-            map[b] = class as u8;
+        for (b, slot) in map.iter_mut().enumerate() {
+            *slot = class as u8;
             if self.ends[b] && b < 255 {
                 class += 1;
                 reps.push(b as u8 + 1);
