@@ -342,6 +342,9 @@ impl Builder {
     fn repeat(&mut self, sub: &Hir, min: u32, max: Option<u32>) -> Result<Frag> {
         // Copies to build: `x{n,}` is n-1 plain copies and one looping copy, `x*` one looping copy.
         let copies = match max {
+            // Fewer copies allowed than required: nothing matches (the constructor folds this
+            // away, but a HIR built by hand may carry it).
+            Some(max) if max < min => return self.nothing(),
             Some(max) => max as usize,
             None => (min as usize).max(1),
         };

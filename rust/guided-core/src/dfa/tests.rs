@@ -276,6 +276,43 @@ fn hir_sized(anchors: bool, boolean: bool, depth: u32, size: u32) -> impl Strate
     })
 }
 
+/// Random HIRs built from the bare variants, with none of the constructors' folding: one-child
+/// concatenations, repeated anchors, repetitions of the empty string, and so on.
+fn raw_hir() -> impl Strategy<Value = Hir> {
+    let leaf = prop_oneof![
+        4 => literal(),
+        3 => class().prop_map(Hir::Class),
+        1 => Just(Hir::Empty),
+        2 => Just(Hir::Look(Look::Start)),
+        2 => Just(Hir::Look(Look::End)),
+    ];
+    leaf.prop_recursive(4, 24, 4, |inner| {
+        prop_oneof![
+            3 => proptest::collection::vec(inner.clone(), 0..4).prop_map(Hir::Concat),
+            // Text on both sides, so that assertions inside are tested away from the ends.
+            2 => inner.clone().prop_map(|h| Hir::Concat(vec![Hir::literal("a"), h, Hir::literal("b")])),
+            2 => proptest::collection::vec(inner.clone(), 1..4).prop_map(Hir::Alternation),
+            3 => (inner, 0u32..3, proptest::option::of(0u32..3)).prop_map(|(h, min, extra)| {
+                Hir::Repeat { sub: Box::new(h), min, max: extra.map(|e| min + e) }
+            }),
+        ]
+    })
+}
+
+/// The same expression rebuilt through the smart constructors.
+fn rebuild(h: &Hir) -> Hir {
+    match h {
+        Hir::Empty | Hir::Look(_) => h.clone(),
+        Hir::Literal(b) => Hir::literal_bytes(b.clone()),
+        Hir::Class(set) => Hir::class(set.clone()),
+        Hir::Concat(c) => Hir::concat(c.iter().map(rebuild)),
+        Hir::Alternation(c) => Hir::alternation(c.iter().map(rebuild)),
+        Hir::Repeat { sub, min, max } => Hir::repeat(rebuild(sub), *min, *max),
+        Hir::Intersection(c) => Hir::intersection(c.iter().map(rebuild)),
+        Hir::Complement(sub) => Hir::complement(rebuild(sub)),
+    }
+}
+
 /// Pieces texts are made of: characters of every length, and bytes that are not UTF-8.
 const PIECES: &[&[u8]] = &[
     b"a",
@@ -435,6 +472,27 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// The constructors' folding keeps the language: checked on the unfolded HIR against the
+    /// regex crate, and by comparing the two minimal DFAs.
+    #[test]
+    fn constructors_keep_the_language(
+        h in raw_hir(),
+        random in proptest::collection::vec(text(7), 12),
+        seed in any::<u64>(),
+    ) {
+        let d = dfa(&h);
+        let re = regex_oracle(&h);
+        for t in candidates(&h, &d, seed, random) {
+            prop_assert_eq!(d.is_match(&t), re.is_match(&t), "{} on {:02X?}", h, t);
+        }
+        let folded = rebuild(&h);
+        prop_assert_eq!(dfa(&folded), d, "{:?} folds to {:?}", h, folded);
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
 
     #[test]
@@ -560,6 +618,10 @@ fn anchors_are_zero_width_assertions_on_the_whole_text() {
     assert!(d.is_match(b"abb") && d.is_match(b"b") && !d.is_match(b"ba") && !d.is_match(b"aa"));
     let d = dfa(&pat("(a$|b)*"));
     assert!(d.is_match(b"bba") && d.is_match(b"") && !d.is_match(b"ab"));
+    // An optional assertion lets everything through.
+    for p in ["a(?:^)?", "a(?:^){0,3}", "(?:$)*a"] {
+        assert_eq!(dfa(&pat(p)), dfa(&pat("a")), "{p}");
+    }
 }
 
 #[test]
@@ -720,7 +782,16 @@ fn printed_hirs_read_back_in_rust_regex() {
         Hir::nothing(),
         Hir::class(ClassSet::range(0xD000, 0xD900)),
         Hir::class(ClassSet::range(0xD800, 0xDFFF).negate()),
-        Hir::repeat(Hir::Look(Look::Start), 2, None),
+        Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::Start)),
+            min: 2,
+            max: None,
+        },
+        Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::End)),
+            min: 0,
+            max: Some(1),
+        },
         Hir::literal("a.b*c&d~e{f}"),
     ] {
         let d = dfa(&h);

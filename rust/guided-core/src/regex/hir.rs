@@ -279,8 +279,11 @@ impl Hir {
             return sub;
         }
         match sub {
-            Hir::Empty | Hir::Look(_) if min <= 1 => sub,
             Hir::Empty => Hir::Empty,
+            // An assertion holds or not whatever the count: repeated at least once it is itself,
+            // and optional it always lets the empty string through.
+            Hir::Look(_) if min == 0 => Hir::Empty,
+            Hir::Look(_) => sub,
             s if s.is_nothing() => {
                 if min == 0 {
                     Hir::Empty
@@ -578,6 +581,13 @@ mod tests {
             Hir::literal("x")
         );
         assert!(Hir::repeat(Hir::literal("x"), 3, Some(2)).is_nothing());
+        // `(?:^)?` always matches the empty string; `(?:^){2,}` is `^`.
+        assert_eq!(Hir::repeat(Hir::Look(Look::Start), 0, Some(1)), Hir::Empty);
+        assert_eq!(Hir::repeat(Hir::Look(Look::End), 0, None), Hir::Empty);
+        assert_eq!(
+            Hir::repeat(Hir::Look(Look::Start), 2, None),
+            Hir::Look(Look::Start)
+        );
     }
 
     #[test]
@@ -610,9 +620,11 @@ mod tests {
         let around = ClassSet::from_ranges([(0x41, 0x41), (0xD7FF, 0xE000)]);
         assert_eq!(Hir::class(around).to_string(), "[A\u{D7FF}-\\ue000]");
         // A repeated anchor is grouped.
-        assert_eq!(
-            Hir::repeat(Hir::Look(Look::Start), 2, None).to_string(),
-            "(?:^){2,}"
-        );
+        let repeated = Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::Start)),
+            min: 2,
+            max: None,
+        };
+        assert_eq!(repeated.to_string(), "(?:^){2,}");
     }
 }
