@@ -21,8 +21,8 @@
 //!    and the rest, and so on for each continuation position.
 //!
 //! Once a range survives all three without being cut, its first and last code points encode to the
-//! same length and differ only in a prefix of "whole" positions, so the byte-wise ranges between the
-//! two encodings are exact.
+//! same length, and every position after the first where they differ is "whole" (`80..=BF` in
+//! both), so the byte-wise ranges between the two encodings are exact.
 //!
 //! Sequences come out in increasing order of the code points they cover, which lets the NFA
 //! compiler build a minimal trie of them incrementally (sorted input is what makes the incremental
@@ -290,7 +290,14 @@ mod tests {
                     }
                     Err(_) => false,
                 };
-                prop_assert_eq!(matched_by(&seqs, &bytes), usize::from(expected), "{:02X?} in {:X}..={:X}", bytes, lo, hi);
+                prop_assert_eq!(
+                    matched_by(&seqs, &bytes),
+                    usize::from(expected),
+                    "{:02X?} in {:X}..={:X}",
+                    bytes,
+                    lo,
+                    hi
+                );
             }
             // The endpoints themselves, when they are scalar values.
             for c in [lo, hi, lo.saturating_add(1), hi.saturating_sub(1)] {

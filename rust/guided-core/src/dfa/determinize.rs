@@ -5,9 +5,9 @@
 //! set after reading it, until no new set turns up. Here the symbols are byte classes (so a state
 //! costs one pass over its NFA states and a closure per *distinct* successor set, not 256), and the
 //! step "this state's row of successors" is a method, [`Determinizer::next_row`], rather than the
-//! body of a loop. The eager [`determinize`] calls it for every state; a lazy caller (the token
-//! index, which only ever visits the states a vocabulary can reach) can call it on demand and keep
-//! the determinizer between calls.
+//! body of a loop. The eager `determinize` function calls it for every state; a lazy caller (the
+//! token index, which only ever visits the states a vocabulary can reach) can call it on demand and
+//! keep the determinizer between calls.
 //!
 //! What identifies a state is the set of byte-reading NFA states in its epsilon closure plus
 //! whether it accepts, stored as one sorted key (a marker at the end means "accepting"). Keying on
@@ -28,8 +28,8 @@
 //! memory or time, though: in `(a?){100000}` every state's set holds up to 100,000 NFA states, and
 //! 20,000 such sets are gigabytes. So two more budgets, both scaled from `max_states` to keep one
 //! knob: the sets together may hold [`SET_ENTRIES_PER_STATE`] entries per allowed state
-//! (`dfa_state_sets`), and the closures together may visit [`CLOSURE_WORK_PER_STATE`] NFA states per
-//! allowed state (`dfa_closure_work`). At the default limit that is 80 MB of sets and a few
+//! (`dfa_state_sets`), and the closures together may visit [`CLOSURE_WORK_PER_STATE`] NFA states
+//! per allowed state (`dfa_closure_work`). At the default limit that is 80 MB of sets and a few
 //! seconds of closures at worst; ordinary patterns use a tiny fraction of either.
 
 use super::{Anchors, ByteClasses, Raw};

@@ -13,7 +13,8 @@
 //! rest to the dead state. Hopcroft's classic algorithm pays for every (block, class) pair whether
 //! or not a transition exists; this one refines two partitions side by side, the states into
 //! blocks and the live transitions into "cords" (transitions with one label and one target block),
-//! and its work is `O(m log n)` in the number `m` of transitions that do not lead to the dead state.
+//! and its work is `O(m log n)` in the number `m` of transitions that do not lead to the dead
+//! state.
 //! States that cannot reach an accepting state are dropped first: they are all the dead state.
 //!
 //! Both partitions are one permutation array each, with a set owning a contiguous range of it;
@@ -462,7 +463,11 @@ mod tests {
             let index: std::collections::HashMap<usize, u32> =
                 keep.iter().enumerate().map(|(i, &s)| (s, i as u32)).collect();
             let sub_table: Vec<u32> = keep.iter()
-                .flat_map(|&s| (0..k).map(|c| index[&(input.table[s * k + c] as usize)]).collect::<Vec<_>>())
+                .flat_map(|&s| {
+                    (0..k)
+                        .map(|c| index[&(input.table[s * k + c] as usize)])
+                        .collect::<Vec<_>>()
+                })
                 .collect();
             let sub_acc: Vec<bool> = keep.iter().map(|&s| input.accepting[s]).collect();
             let expected = moore_blocks(&sub_table, &sub_acc, keep.len(), k);

@@ -290,7 +290,9 @@ fn raw_hir() -> impl Strategy<Value = Hir> {
         prop_oneof![
             3 => proptest::collection::vec(inner.clone(), 0..4).prop_map(Hir::Concat),
             // Text on both sides, so that assertions inside are tested away from the ends.
-            2 => inner.clone().prop_map(|h| Hir::Concat(vec![Hir::literal("a"), h, Hir::literal("b")])),
+            2 => inner
+                .clone()
+                .prop_map(|h| Hir::Concat(vec![Hir::literal("a"), h, Hir::literal("b")])),
             2 => proptest::collection::vec(inner.clone(), 1..4).prop_map(Hir::Alternation),
             3 => (inner, 0u32..3, proptest::option::of(0u32..3)).prop_map(|(h, min, extra)| {
                 Hir::Repeat { sub: Box::new(h), min, max: extra.map(|e| min + e) }
