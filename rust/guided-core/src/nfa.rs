@@ -121,7 +121,8 @@ impl Nfa {
     pub fn new(hir: &Hir, config: &NfaConfig, dfa_config: &DfaConfig) -> Result<Nfa> {
         let mut b = Builder {
             states: Vec::new(),
-            max_states: config.max_states,
+            // Ids are u32 and the largest one marks an unconnected end.
+            max_states: config.max_states.min(PENDING as usize),
             config: *config,
             dfa_config: *dfa_config,
         };

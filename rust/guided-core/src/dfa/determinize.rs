@@ -88,6 +88,8 @@ impl Determinizer {
         }
         let classes = builder.build();
         let n = nfa.len();
+        // Ids are u32, and the largest value marks accepting keys.
+        let max_states = max_states.min(MATCH_MARK as usize);
         let mut d = Determinizer {
             targets: vec![Vec::new(); classes.num_classes()],
             classes,
