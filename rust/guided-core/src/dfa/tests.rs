@@ -815,3 +815,46 @@ fn printed_hirs_read_back_in_rust_regex() {
         }
     }
 }
+#[test]
+fn class_tries_are_minimal() {
+    // The trie of a class is a minimal acyclic automaton: its states plus the end and match states
+    // of the NFA number exactly the states of the minimal DFA (plus its final and dead states),
+    // where a plain alternation of the sequences would need one state per byte range.
+    for p in [
+        r"\p{L}",
+        r"\p{Han}",
+        r"[^a]",
+        r"\w",
+        r"\p{Greek}",
+        r"(?s:.)",
+        r"[\x{80}-\x{10FFFF}]",
+    ] {
+        let h = pat(p);
+        let Hir::Class(set) = &h else {
+            panic!("{p} is not a class")
+        };
+        let naive: usize = set
+            .ranges()
+            .iter()
+            .flat_map(|&(lo, hi)| crate::utf8::utf8_sequences(lo, hi))
+            .map(|seq| seq.len())
+            .sum();
+        let nfa = crate::nfa::Nfa::new(&h, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        assert_eq!(nfa.len(), dfa(&h).num_states(), "{p}");
+        assert!(
+            nfa.len() * 2 < naive,
+            "{p}: {} states, {naive} naive",
+            nfa.len()
+        );
+    }
+}
+
+#[test]
+fn literal_bytes_need_not_be_utf8() {
+    let h = Hir::literal_bytes(vec![0xFF, b'a']);
+    let d = dfa(&h);
+    assert!(d.is_match(b"\xFFa") && !d.is_match(b"a"));
+    // A complement never admits them.
+    let d = dfa(&Hir::complement(h));
+    assert!(!d.is_match(b"\xFFa") && !d.is_match(b"\xFF") && d.is_match(b"a"));
+}
