@@ -356,7 +356,7 @@ mod tests {
     use proptest::prelude::*;
 
     /// Moore's algorithm, the slow obvious way: refine by (block, successor blocks) signatures
-    /// until nothing changes. The oracle for Hopcroft's block count.
+    /// until nothing changes. The oracle for the refinement's block count.
     fn moore_blocks(table: &[u32], accepting: &[bool], n: usize, k: usize) -> usize {
         let mut block: Vec<usize> = accepting.iter().map(|&a| usize::from(a)).collect();
         loop {
@@ -441,7 +441,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(500))]
 
         #[test]
-        fn hopcroft_agrees_with_moore((table, accepting, k) in random_dfa()) {
+        fn refinement_agrees_with_moore((table, accepting, k) in random_dfa()) {
             let n = accepting.len();
             let input = raw(table, accepting, k);
             let out = minimize(&input);
