@@ -121,7 +121,8 @@ impl Nfa {
     pub fn new(hir: &Hir, config: &NfaConfig, dfa_config: &DfaConfig) -> Result<Nfa> {
         let mut b = Builder {
             states: Vec::new(),
-            max_states: config.max_states,
+            // Ids are u32 and the largest one marks an unconnected end.
+            max_states: config.max_states.min(PENDING as usize),
             config: *config,
             dfa_config: *dfa_config,
         };
@@ -342,6 +343,9 @@ impl Builder {
     fn repeat(&mut self, sub: &Hir, min: u32, max: Option<u32>) -> Result<Frag> {
         // Copies to build: `x{n,}` is n-1 plain copies and one looping copy, `x*` one looping copy.
         let copies = match max {
+            // Fewer copies allowed than required: nothing matches (the constructor folds this
+            // away, but a HIR built by hand may carry it).
+            Some(max) if max < min => return self.nothing(),
             Some(max) => max as usize,
             None => (min as usize).max(1),
         };

@@ -5,9 +5,9 @@
 //! set after reading it, until no new set turns up. Here the symbols are byte classes (so a state
 //! costs one pass over its NFA states and a closure per *distinct* successor set, not 256), and the
 //! step "this state's row of successors" is a method, [`Determinizer::next_row`], rather than the
-//! body of a loop. The eager [`determinize`] calls it for every state; a lazy caller (the token
-//! index, which only ever visits the states a vocabulary can reach) can call it on demand and keep
-//! the determinizer between calls.
+//! body of a loop. The eager `determinize` function calls it for every state; a lazy caller (the
+//! token index, which only ever visits the states a vocabulary can reach) can call it on demand and
+//! keep the determinizer between calls.
 //!
 //! What identifies a state is the set of byte-reading NFA states in its epsilon closure plus
 //! whether it accepts, stored as one sorted key (a marker at the end means "accepting"). Keying on
@@ -24,7 +24,13 @@
 //! The cost of a state is the size of its closure times the classes its NFA states read, plus a
 //! hash lookup per distinct successor set. [`Determinizer`] refuses to create more than
 //! `max_states` states, checking before each one, so a pattern whose DFA explodes
-//! (`(a|b)*a(a|b){40}`) stops after `max_states` states' work.
+//! (`(a|b)*a(a|b){40}`) stops after `max_states` states' work. A state count alone does not bound
+//! memory or time, though: in `(a?){100000}` every state's set holds up to 100,000 NFA states, and
+//! 20,000 such sets are gigabytes. So two more budgets, both scaled from `max_states` to keep one
+//! knob: the sets together may hold [`SET_ENTRIES_PER_STATE`] entries per allowed state
+//! (`dfa_state_sets`), and the closures together may visit [`CLOSURE_WORK_PER_STATE`] NFA states
+//! per allowed state (`dfa_closure_work`). At the default limit that is 80 MB of sets and a few
+//! seconds of closures at worst; ordinary patterns use a tiny fraction of either.
 
 use super::{Anchors, ByteClasses, Raw};
 use crate::dfa::classes::ByteClassBuilder;
@@ -35,6 +41,12 @@ use std::sync::Arc;
 
 /// Marks an accepting state's key; never a valid NFA state id.
 const MATCH_MARK: StateId = StateId::MAX;
+
+/// NFA-set entries all DFA states together may hold, per state `max_states` allows.
+pub const SET_ENTRIES_PER_STATE: usize = 1024;
+
+/// NFA states all epsilon closures together may visit, per state `max_states` allows.
+pub const CLOSURE_WORK_PER_STATE: usize = 1 << 14;
 
 /// The subset construction of one NFA, run as far as its callers ask.
 ///
@@ -49,6 +61,9 @@ pub struct Determinizer {
     /// Key of each DFA state: sorted byte-reading NFA states, then [`MATCH_MARK`] if accepting.
     sets: Vec<Arc<[StateId]>>,
     ids: FxHashMap<Arc<[StateId]>, u32>,
+    /// Entries held by `sets`, and NFA states visited by closures, against their budgets.
+    set_entries: usize,
+    work: usize,
     // Scratch space, kept to avoid allocating per state.
     seen: SparseSet,
     stack: Vec<StateId>,
@@ -75,6 +90,8 @@ impl Determinizer {
         }
         let classes = builder.build();
         let n = nfa.len();
+        // Ids are u32, and the largest value marks accepting keys.
+        let max_states = max_states.min(MATCH_MARK as usize);
         let mut d = Determinizer {
             targets: vec![Vec::new(); classes.num_classes()],
             classes,
@@ -82,6 +99,8 @@ impl Determinizer {
             max_states,
             sets: Vec::new(),
             ids: FxHashMap::default(),
+            set_entries: 0,
+            work: 0,
             seen: SparseSet::new(n),
             stack: Vec::new(),
             key: Vec::new(),
@@ -99,6 +118,7 @@ impl Determinizer {
         // The start state is always 1, even when its key repeats the dead state's.
         let start = d.nfa.start();
         d.closure(&[start], true);
+        d.charge()?;
         let key: Arc<[StateId]> = Arc::from(d.key.as_slice());
         d.ids.entry(Arc::clone(&key)).or_insert(1);
         d.sets.push(key);
@@ -194,11 +214,30 @@ impl Determinizer {
                 self.max_states,
             ));
         }
+        self.charge()?;
         let id = self.sets.len() as u32;
         let key: Arc<[StateId]> = Arc::from(self.key.as_slice());
         self.ids.insert(Arc::clone(&key), id);
         self.sets.push(key);
         Ok(id)
+    }
+
+    /// Counts the closure just computed, and the set about to be stored, against the budgets.
+    fn charge(&mut self) -> Result<()> {
+        let max_entries = self.max_states.saturating_mul(SET_ENTRIES_PER_STATE);
+        self.set_entries = self.set_entries.saturating_add(self.key.len());
+        if self.set_entries > max_entries {
+            return Err(Error::size_limit(
+                "dfa_state_sets",
+                self.set_entries,
+                max_entries,
+            ));
+        }
+        let max_work = self.max_states.saturating_mul(CLOSURE_WORK_PER_STATE);
+        if self.work > max_work {
+            return Err(Error::size_limit("dfa_closure_work", self.work, max_work));
+        }
+        Ok(())
     }
 
     /// Computes into `self.key` the key of the closure of `kernel`; `at_start` when no byte has
@@ -239,6 +278,7 @@ impl Determinizer {
         }
         // When the input does not end the text, its end is just another position where more
         // text follows: the transition closure already answers.
+        self.work = self.work.saturating_add(self.seen.len());
         let accepting = if end_sensitive && self.anchors.text_end {
             self.accepts_at_end(kernel, start_holds)
         } else {
@@ -259,6 +299,7 @@ impl Determinizer {
             if !self.seen.insert(s) {
                 continue;
             }
+            self.work = self.work.saturating_add(1);
             match self.nfa.state(s) {
                 State::Match => return true,
                 State::Epsilon(next) => self.stack.push(*next),
@@ -278,6 +319,11 @@ impl Determinizer {
             }
         }
         false
+    }
+
+    /// Closure steps taken so far, against `max_states * CLOSURE_WORK_PER_STATE`.
+    pub fn closure_work(&self) -> usize {
+        self.work
     }
 }
 
@@ -333,6 +379,10 @@ impl SparseSet {
 
     fn clear(&mut self) {
         self.dense.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.dense.len()
     }
 }
 
@@ -514,6 +564,62 @@ mod tests {
             determinizer(&Hir::Empty, 1),
             Err(Error::SizeLimit { .. })
         ));
+    }
+
+    #[test]
+    fn big_state_sets_hit_their_budget_not_the_allocator() {
+        // Every state of (a?){N} holds the N - i optional copies still ahead.
+        let h = Hir::repeat(Hir::optional(Hir::literal("a")), 100_000, Some(100_000));
+        let nfa = Nfa::new(&h, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        match determinize(nfa, Anchors::WHOLE_TEXT, 20_000) {
+            Err(Error::SizeLimit { limit, maximum, .. }) => {
+                assert_eq!((limit.as_str(), maximum), ("dfa_state_sets", 20_000 * 1024));
+            }
+            other => panic!(
+                "expected a size limit, got {:?}",
+                other.map(|r| r.accepting.len())
+            ),
+        }
+        // The same shape at a size whose sets fit: N + 1 states and the dead one.
+        let h = Hir::repeat(Hir::optional(Hir::literal("a")), 2000, Some(2000));
+        let nfa = Nfa::new(&h, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        assert_eq!(
+            determinize(nfa, Anchors::WHOLE_TEXT, 20_000)
+                .unwrap()
+                .accepting
+                .len(),
+            2002
+        );
+    }
+
+    #[test]
+    fn long_epsilon_closures_hit_the_work_budget() {
+        // Each live position drags a chain of 1000 optional start assertions through every
+        // closure; the state count grows as 2^k.
+        let ab = Hir::class(ClassSet::range(0x61, 0x62));
+        let chain = Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::Start)),
+            min: 0,
+            max: Some(1000),
+        };
+        let h = Hir::concat([
+            Hir::repeat(ab.clone(), 0, None),
+            Hir::literal("a"),
+            Hir::repeat(Hir::concat([ab, chain]), 14, Some(14)),
+        ]);
+        let nfa = Nfa::new(&h, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        match determinize(nfa, Anchors::WHOLE_TEXT, 2_000) {
+            Err(Error::SizeLimit { limit, .. }) => {
+                assert!(
+                    limit == "dfa_closure_work" || limit == "max_states",
+                    "{limit}"
+                );
+            }
+            other => panic!(
+                "expected a size limit, got {:?}",
+                other.map(|r| r.accepting.len())
+            ),
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! The construction is the textbook one, kept in separate steps so each can be reused:
 //! [`crate::nfa`] builds a Thompson NFA, [`determinize`] runs the subset construction (one DFA
 //! state at a time, so a lazy caller can drive it), [`minimize`] merges equivalent states with
-//! Hopcroft's algorithm and numbers the result canonically, and [`product`] combines two DFAs for
+//! partition refinement and numbers the result canonically, and [`product`] combines two DFAs for
 //! intersection and complement. After minimization two patterns with the same language give equal
 //! `Dfa` values, tables and class maps included: the minimal DFA is unique up to numbering, the
 //! numbering is a breadth-first walk in byte order, and the classes are regrouped from the final

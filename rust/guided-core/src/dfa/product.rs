@@ -63,6 +63,8 @@ fn product(
     if config.max_states < 2 {
         return Err(Error::size_limit("max_states", 2, config.max_states));
     }
+    // Ids are u32.
+    let max_states = config.max_states.min(u32::MAX as usize);
     let classes = ByteClasses::from_keys(|byte| (a.classes().get(byte), b.classes().get(byte)));
     let reps = classes.representatives().to_vec();
     let k = reps.len();
@@ -92,12 +94,8 @@ fn product(
             } else if let Some(&id) = ids.get(&next) {
                 id
             } else {
-                if pairs.len() >= config.max_states {
-                    return Err(Error::size_limit(
-                        "max_states",
-                        pairs.len() + 1,
-                        config.max_states,
-                    ));
+                if pairs.len() >= max_states {
+                    return Err(Error::size_limit("max_states", pairs.len() + 1, max_states));
                 }
                 let id = pairs.len() as u32;
                 pairs.push(next);

@@ -211,8 +211,10 @@ fn leaf(anchors: bool) -> BoxedStrategy<Hir> {
     let mut options: Vec<(u32, BoxedStrategy<Hir>)> = vec![
         (4, literal().boxed()),
         (3, class().prop_map(Hir::class).boxed()),
-        (1, Just(Hir::Empty).boxed()),
     ];
+    if !anchors {
+        options.push((1, Just(Hir::Empty).boxed()));
+    }
     if anchors {
         options.push((1, Just(Hir::Look(Look::Start)).boxed()));
         options.push((1, Just(Hir::Look(Look::End)).boxed()));
@@ -220,9 +222,23 @@ fn leaf(anchors: bool) -> BoxedStrategy<Hir> {
     proptest::strategy::Union::new_weighted(options).boxed()
 }
 
+fn widen(h: Hir, mode: u8) -> Hir {
+    let any = || Hir::repeat(Hir::class(ClassSet::single(0xA).negate()), 0, None);
+    match mode {
+        0 => h,
+        1 => Hir::concat([h, any()]),
+        2 => Hir::repeat(h, 0, None),
+        _ => Hir::concat([any(), h, any()]),
+    }
+}
+
 /// Random HIRs built with the smart constructors, as a parser would.
 fn hir(anchors: bool, boolean: bool) -> impl Strategy<Value = Hir> {
-    leaf(anchors).prop_recursive(4, 24, 4, move |inner| {
+    hir_sized(anchors, boolean, 4, 24)
+}
+
+fn hir_sized(anchors: bool, boolean: bool, depth: u32, size: u32) -> impl Strategy<Value = Hir> {
+    leaf(anchors).prop_recursive(depth, size, 4, move |inner| {
         let mut options: Vec<(u32, BoxedStrategy<Hir>)> = vec![
             (
                 3,
@@ -244,16 +260,59 @@ fn hir(anchors: bool, boolean: bool) -> impl Strategy<Value = Hir> {
             ),
         ];
         if boolean {
+            // Operands drawn independently rarely overlap; widening them with `.*x.*`, `x.*` or
+            // `x*` gives intersections that are neither empty nor trivial.
             options.push((
-                1,
-                proptest::collection::vec(inner.clone(), 2..3)
-                    .prop_map(Hir::intersection)
+                2,
+                proptest::collection::vec((inner.clone(), 0u8..6), 2..4)
+                    .prop_map(|ops| {
+                        Hir::intersection(ops.into_iter().map(|(h, mode)| widen(h, mode)))
+                    })
                     .boxed(),
             ));
             options.push((1, inner.prop_map(Hir::complement).boxed()));
         }
         proptest::strategy::Union::new_weighted(options)
     })
+}
+
+/// Random HIRs built from the bare variants, with none of the constructors' folding: one-child
+/// concatenations, repeated anchors, repetitions of the empty string, and so on.
+fn raw_hir() -> impl Strategy<Value = Hir> {
+    let leaf = prop_oneof![
+        4 => literal(),
+        3 => class().prop_map(Hir::Class),
+        1 => Just(Hir::Empty),
+        2 => Just(Hir::Look(Look::Start)),
+        2 => Just(Hir::Look(Look::End)),
+    ];
+    leaf.prop_recursive(4, 24, 4, |inner| {
+        prop_oneof![
+            3 => proptest::collection::vec(inner.clone(), 0..4).prop_map(Hir::Concat),
+            // Text on both sides, so that assertions inside are tested away from the ends.
+            2 => inner
+                .clone()
+                .prop_map(|h| Hir::Concat(vec![Hir::literal("a"), h, Hir::literal("b")])),
+            2 => proptest::collection::vec(inner.clone(), 1..4).prop_map(Hir::Alternation),
+            3 => (inner, 0u32..3, proptest::option::of(0u32..3)).prop_map(|(h, min, extra)| {
+                Hir::Repeat { sub: Box::new(h), min, max: extra.map(|e| min + e) }
+            }),
+        ]
+    })
+}
+
+/// The same expression rebuilt through the smart constructors.
+fn rebuild(h: &Hir) -> Hir {
+    match h {
+        Hir::Empty | Hir::Look(_) => h.clone(),
+        Hir::Literal(b) => Hir::literal_bytes(b.clone()),
+        Hir::Class(set) => Hir::class(set.clone()),
+        Hir::Concat(c) => Hir::concat(c.iter().map(rebuild)),
+        Hir::Alternation(c) => Hir::alternation(c.iter().map(rebuild)),
+        Hir::Repeat { sub, min, max } => Hir::repeat(rebuild(sub), *min, *max),
+        Hir::Intersection(c) => Hir::intersection(c.iter().map(rebuild)),
+        Hir::Complement(sub) => Hir::complement(rebuild(sub)),
+    }
 }
 
 /// Pieces texts are made of: characters of every length, and bytes that are not UTF-8.
@@ -396,7 +455,7 @@ fn check_structure(d: &Dfa) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(384))]
+    #![proptest_config(ProptestConfig::with_cases(3000))]
 
     #[test]
     fn matches_the_regex_crate(
@@ -412,6 +471,50 @@ proptest! {
         }
     }
 
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// The constructors' folding keeps the language: checked on the unfolded HIR against the
+    /// regex crate, and by comparing the two minimal DFAs.
+    #[test]
+    fn constructors_keep_the_language(
+        h in raw_hir(),
+        random in proptest::collection::vec(text(7), 12),
+        seed in any::<u64>(),
+    ) {
+        let d = dfa(&h);
+        let re = regex_oracle(&h);
+        for t in candidates(&h, &d, seed, random) {
+            prop_assert_eq!(d.is_match(&t), re.is_match(&t), "{} on {:02X?}", h, t);
+        }
+        let folded = rebuild(&h);
+        prop_assert_eq!(dfa(&folded), d, "{:?} folds to {:?}", h, folded);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn matches_the_regex_crate_on_larger_patterns(
+        h in hir_sized(true, false, 7, 96),
+        random in proptest::collection::vec(text(9), 16),
+        seed in any::<u64>(),
+    ) {
+        let d = dfa(&h);
+        check_structure(&d)?;
+        let re = regex_oracle(&h);
+        for t in candidates(&h, &d, seed, random) {
+            prop_assert_eq!(d.is_match(&t), re.is_match(&t), "{} on {:02X?}", h, t);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
     #[test]
     fn matches_brute_force_with_boolean_operators(
         h in hir(true, true),
@@ -424,6 +527,11 @@ proptest! {
             prop_assert_eq!(d.is_match(&t), brute_force(&h, &t), "{} on {:02X?}", h, t);
         }
     }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
     fn equal_languages_give_equal_dfas(h in hir(true, true), g in hir(false, false)) {
@@ -512,6 +620,10 @@ fn anchors_are_zero_width_assertions_on_the_whole_text() {
     assert!(d.is_match(b"abb") && d.is_match(b"b") && !d.is_match(b"ba") && !d.is_match(b"aa"));
     let d = dfa(&pat("(a$|b)*"));
     assert!(d.is_match(b"bba") && d.is_match(b"") && !d.is_match(b"ab"));
+    // An optional assertion lets everything through.
+    for p in ["a(?:^)?", "a(?:^){0,3}", "(?:$)*a"] {
+        assert_eq!(dfa(&pat(p)), dfa(&pat("a")), "{p}");
+    }
 }
 
 #[test]
@@ -672,7 +784,16 @@ fn printed_hirs_read_back_in_rust_regex() {
         Hir::nothing(),
         Hir::class(ClassSet::range(0xD000, 0xD900)),
         Hir::class(ClassSet::range(0xD800, 0xDFFF).negate()),
-        Hir::repeat(Hir::Look(Look::Start), 2, None),
+        Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::Start)),
+            min: 2,
+            max: None,
+        },
+        Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::End)),
+            min: 0,
+            max: Some(1),
+        },
         Hir::literal("a.b*c&d~e{f}"),
     ] {
         let d = dfa(&h);
@@ -693,4 +814,47 @@ fn printed_hirs_read_back_in_rust_regex() {
             );
         }
     }
+}
+#[test]
+fn class_tries_are_minimal() {
+    // The trie of a class is a minimal acyclic automaton: its states plus the end and match states
+    // of the NFA number exactly the states of the minimal DFA (plus its final and dead states),
+    // where a plain alternation of the sequences would need one state per byte range.
+    for p in [
+        r"\p{L}",
+        r"\p{Han}",
+        r"[^a]",
+        r"\w",
+        r"\p{Greek}",
+        r"(?s:.)",
+        r"[\x{80}-\x{10FFFF}]",
+    ] {
+        let h = pat(p);
+        let Hir::Class(set) = &h else {
+            panic!("{p} is not a class")
+        };
+        let naive: usize = set
+            .ranges()
+            .iter()
+            .flat_map(|&(lo, hi)| crate::utf8::utf8_sequences(lo, hi))
+            .map(|seq| seq.len())
+            .sum();
+        let nfa = crate::nfa::Nfa::new(&h, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        assert_eq!(nfa.len(), dfa(&h).num_states(), "{p}");
+        assert!(
+            nfa.len() * 2 < naive,
+            "{p}: {} states, {naive} naive",
+            nfa.len()
+        );
+    }
+}
+
+#[test]
+fn literal_bytes_need_not_be_utf8() {
+    let h = Hir::literal_bytes(vec![0xFF, b'a']);
+    let d = dfa(&h);
+    assert!(d.is_match(b"\xFFa") && !d.is_match(b"a"));
+    // A complement never admits them.
+    let d = dfa(&Hir::complement(h));
+    assert!(!d.is_match(b"\xFFa") && !d.is_match(b"\xFF") && d.is_match(b"a"));
 }

@@ -279,8 +279,9 @@ impl Hir {
             return sub;
         }
         match sub {
-            // A zero-width node repeated is itself when it must occur, and optional otherwise.
             Hir::Empty => Hir::Empty,
+            // An assertion holds or not whatever the count: repeated at least once it is itself,
+            // and optional it always lets the empty string through.
             Hir::Look(_) if min == 0 => Hir::Empty,
             Hir::Look(_) => sub,
             s if s.is_nothing() => {
@@ -580,6 +581,13 @@ mod tests {
             Hir::literal("x")
         );
         assert!(Hir::repeat(Hir::literal("x"), 3, Some(2)).is_nothing());
+        // `(?:^)?` always matches the empty string; `(?:^){2,}` is `^`.
+        assert_eq!(Hir::repeat(Hir::Look(Look::Start), 0, Some(1)), Hir::Empty);
+        assert_eq!(Hir::repeat(Hir::Look(Look::End), 0, None), Hir::Empty);
+        assert_eq!(
+            Hir::repeat(Hir::Look(Look::Start), 2, None),
+            Hir::Look(Look::Start)
+        );
     }
 
     #[test]
@@ -617,5 +625,12 @@ mod tests {
             "^"
         );
         assert_eq!(Hir::repeat(Hir::Look(Look::End), 0, Some(3)), Hir::Empty);
+        // A repeated anchor is grouped.
+        let repeated = Hir::Repeat {
+            sub: Box::new(Hir::Look(Look::Start)),
+            min: 2,
+            max: None,
+        };
+        assert_eq!(repeated.to_string(), "(?:^){2,}");
     }
 }
