@@ -99,6 +99,93 @@ impl TokenSet {
     }
 }
 
+/// A finished mask as an index keeps it: dense words, or the list of allowed ids when there are
+/// so few that the list is smaller (a digit state allows ten tokens out of 200k; storing 25 KB
+/// for it would make an index of many such states far larger than it needs to be).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mask {
+    /// One bit per token.
+    Dense(TokenSet),
+    /// The allowed ids, ascending.
+    Sparse {
+        /// The ids.
+        ids: Box<[u32]>,
+        /// Number of ids the mask ranges over.
+        vocab_size: usize,
+    },
+}
+
+impl Mask {
+    /// The compact form of `set`.
+    pub fn from_set(set: TokenSet) -> Self {
+        let n = set.len();
+        // A sparse id costs a word; switch when the list is under a quarter of the dense size.
+        if n * 4 < set.words().len() {
+            Mask::Sparse {
+                ids: set.iter().collect(),
+                vocab_size: set.vocab_size(),
+            }
+        } else {
+            Mask::Dense(set)
+        }
+    }
+
+    /// Writes the mask into `out`, exactly `ceil(vocab_size/32)` words.
+    pub fn write_to(&self, out: &mut [u32]) {
+        match self {
+            Mask::Dense(set) => set.write_to(out),
+            Mask::Sparse { ids, .. } => write_only(out, ids),
+        }
+    }
+
+    /// Whether `id` is allowed.
+    pub fn contains(&self, id: u32) -> bool {
+        match self {
+            Mask::Dense(set) => set.contains(id),
+            Mask::Sparse { ids, .. } => ids.binary_search(&id).is_ok(),
+        }
+    }
+
+    /// Number of allowed ids.
+    pub fn len(&self) -> usize {
+        match self {
+            Mask::Dense(set) => set.len(),
+            Mask::Sparse { ids, .. } => ids.len(),
+        }
+    }
+
+    /// Whether nothing is allowed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The allowed ids, ascending.
+    pub fn ids(&self) -> Vec<u32> {
+        match self {
+            Mask::Dense(set) => set.iter().collect(),
+            Mask::Sparse { ids, .. } => ids.to_vec(),
+        }
+    }
+
+    /// Whether this mask allows exactly the ids of `set`.
+    pub fn equals_set(&self, set: &TokenSet) -> bool {
+        match self {
+            Mask::Dense(d) => d == set,
+            Mask::Sparse { ids, .. } => {
+                ids.len() == set.len() && ids.iter().all(|&i| set.contains(i))
+            }
+        }
+    }
+
+    /// Bytes of heap memory the mask holds.
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            Mask::Dense(set) => set.memory_bytes(),
+            Mask::Sparse { ids, .. } => ids.len() * 4,
+        }
+    }
+}
+
 /// Writes a mask allowing only `ids` (ids outside the width are ignored) into `out`.
 pub fn write_only(out: &mut [u32], ids: &[u32]) {
     out.fill(0);
@@ -124,6 +211,28 @@ mod tests {
         assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 31, 32, 69]);
         assert_eq!(s.len(), 4);
         assert!(s.contains(69) && !s.contains(70) && !s.contains(1));
+    }
+
+    #[test]
+    fn sparse_and_dense_masks_write_the_same_words() {
+        let mut few = TokenSet::empty(1000);
+        for id in [3, 64, 999] {
+            few.insert(id);
+        }
+        let mut many = TokenSet::empty(64);
+        (0..40).for_each(|i| many.insert(i));
+        for set in [few, many] {
+            let mask = Mask::from_set(set.clone());
+            let mut out = vec![u32::MAX; set.words().len()];
+            mask.write_to(&mut out);
+            assert_eq!(out, set.words());
+            assert!(mask.equals_set(&set));
+            assert_eq!(mask.ids(), set.iter().collect::<Vec<_>>());
+        }
+        assert!(matches!(
+            Mask::from_set(TokenSet::empty(1000)),
+            Mask::Sparse { .. }
+        ));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::sync::{Arc, RwLock};
 
 use rustc_hash::{FxHashMap, FxHasher};
 
-use crate::bitmask::TokenSet;
+use crate::bitmask::{Mask, TokenSet};
 use crate::dfa::determinize::Determinizer;
 use crate::dfa::{Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -167,18 +167,18 @@ impl Machine {
 #[derive(Debug, Default)]
 struct MaskCache {
     of_state: Vec<u32>,
-    masks: Vec<Arc<TokenSet>>,
+    masks: Vec<Arc<Mask>>,
     by_hash: FxHashMap<u64, Vec<u32>>,
     bytes: usize,
 }
 
 impl MaskCache {
-    fn get(&self, state: u32) -> Option<Arc<TokenSet>> {
+    fn get(&self, state: u32) -> Option<Arc<Mask>> {
         let id = *self.of_state.get(state as usize)?;
         (id != NO_MASK).then(|| Arc::clone(&self.masks[id as usize]))
     }
 
-    fn insert(&mut self, state: u32, set: TokenSet) -> Arc<TokenSet> {
+    fn insert(&mut self, state: u32, set: TokenSet) -> Arc<Mask> {
         if let Some(existing) = self.get(state) {
             return existing;
         }
@@ -186,12 +186,16 @@ impl MaskCache {
         set.words().hash(&mut hasher);
         let hash = hasher.finish();
         let bucket = self.by_hash.entry(hash).or_default();
-        let id = match bucket.iter().find(|&&id| *self.masks[id as usize] == set) {
+        let id = match bucket
+            .iter()
+            .find(|&&id| self.masks[id as usize].equals_set(&set))
+        {
             Some(&id) => id,
             None => {
                 let id = self.masks.len() as u32;
-                self.bytes += set.memory_bytes();
-                self.masks.push(Arc::new(set));
+                let mask = Mask::from_set(set);
+                self.bytes += mask.memory_bytes();
+                self.masks.push(Arc::new(mask));
                 bucket.push(id);
                 id
             }
@@ -213,7 +217,7 @@ pub struct TokenIndex {
     vocab: Arc<Vocabulary>,
     tries: Arc<TokenTries>,
     eos: Vec<u32>,
-    eos_mask: Arc<TokenSet>,
+    eos_mask: Arc<Mask>,
 }
 
 impl TokenIndex {
@@ -259,7 +263,7 @@ impl TokenIndex {
             vocab,
             tries,
             eos,
-            eos_mask: Arc::new(eos_mask),
+            eos_mask: Arc::new(Mask::from_set(eos_mask)),
         }
     }
 
@@ -387,7 +391,7 @@ impl TokenIndex {
     }
 
     /// The mask of tokens allowed in `state` (EOS included where it accepts).
-    pub fn mask(&self, state: u32) -> Result<Arc<TokenSet>> {
+    pub fn mask(&self, state: u32) -> Result<Arc<Mask>> {
         self.check_state(state)?;
         if state == TERMINAL {
             return Ok(Arc::clone(&self.eos_mask));
@@ -400,7 +404,7 @@ impl TokenIndex {
     }
 
     /// The mask of `state` if it is already known (no computation, no waiting on a walk).
-    pub fn cached_mask(&self, state: u32) -> Option<Arc<TokenSet>> {
+    pub fn cached_mask(&self, state: u32) -> Option<Arc<Mask>> {
         if state == TERMINAL {
             return Some(Arc::clone(&self.eos_mask));
         }
@@ -408,7 +412,7 @@ impl TokenIndex {
     }
 
     /// The mask allowing exactly the EOS ids (what follows a terminated generation).
-    pub fn eos_only(&self) -> &Arc<TokenSet> {
+    pub fn eos_only(&self) -> &Arc<Mask> {
         &self.eos_mask
     }
 
@@ -436,11 +440,12 @@ impl TokenIndex {
         use_slices: bool,
         mut visit: impl FnMut(u32, u32),
     ) -> Result<TokenSet> {
-        let mut set = if self.is_accepting(state) {
-            (*self.eos_mask).clone()
-        } else {
-            TokenSet::empty(self.vocab_size())
-        };
+        let mut set = TokenSet::empty(self.vocab_size());
+        if self.is_accepting(state) {
+            for &e in &self.eos {
+                set.insert(e);
+            }
+        }
         {
             let m = read(&self.machine);
             if m.is_complete() {
@@ -655,7 +660,7 @@ mod tests {
                             continue;
                         }
                     }
-                    let got: Vec<u32> = idx.mask(state).unwrap().iter().collect();
+                    let got: Vec<u32> = idx.mask(state).unwrap().ids();
                     assert_eq!(
                         got,
                         brute(pattern, &v, prefix),
@@ -682,7 +687,7 @@ mod tests {
             assert!(idx.mask(1).unwrap().is_empty(), "{pattern}");
         }
         let idx = index("a(?:b$|b^c)", &v, true);
-        assert_eq!(idx.mask(1).unwrap().iter().collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(idx.mask(1).unwrap().ids(), vec![0, 2]);
     }
 
     #[test]
@@ -693,7 +698,7 @@ mod tests {
         let s = idx.next_state(idx.next_state(1, 0).unwrap(), 1).unwrap();
         assert!(idx.is_accepting(s) && idx.is_final(s).unwrap());
         assert_eq!(idx.next_state(s, 2).unwrap(), TERMINAL);
-        assert_eq!(idx.mask(s).unwrap().iter().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(idx.mask(s).unwrap().ids(), vec![2]);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use guided_core::bitmask::words_for;
+use guided_core::bitmask::{words_for, Mask};
 use guided_core::guide::Guide;
 use guided_core::index::{IndexConfig, TokenIndex, TERMINAL};
 use guided_core::regex;
@@ -184,10 +184,9 @@ impl PyTokenIndex {
         let s = self.state(py, state)?;
         let index = Arc::clone(&self.inner);
         let mask = guard_detached(py, move || index.mask(s))?;
-        Ok(PyArray1::from_vec(
-            py,
-            mask.words().iter().map(|&w| w as i32).collect(),
-        ))
+        let mut words = vec![0i32; words_for(self.inner.vocab_size())];
+        write_row(&mut words, &mask);
+        Ok(PyArray1::from_vec(py, words))
     }
 
     /// The mask of `state` as one bool per token id.
@@ -196,7 +195,7 @@ impl PyTokenIndex {
         let index = Arc::clone(&self.inner);
         let mask = guard_detached(py, move || index.mask(s))?;
         let mut out = vec![false; self.inner.vocab_size()];
-        for id in mask.iter() {
+        for id in mask.ids() {
             out[id as usize] = true;
         }
         Ok(PyArray1::from_vec(py, out))
@@ -332,9 +331,23 @@ fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
     Ok(row as usize)
 }
 
-fn write_row(dst: &mut [i32], src: &[u32]) {
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = s as i32;
+/// Writes `mask` into one row of an int32 buffer (bit patterns, not values: word `w` of the mask
+/// is word `w` of the row).
+fn write_row(dst: &mut [i32], mask: &Mask) {
+    match mask {
+        Mask::Dense(set) => {
+            for (d, &s) in dst.iter_mut().zip(set.words()) {
+                *d = s as i32;
+            }
+        }
+        Mask::Sparse { ids, .. } => {
+            dst.fill(0);
+            for &id in ids.iter() {
+                if let Some(word) = dst.get_mut(id as usize >> 5) {
+                    *word |= (1u32 << (id & 31)) as i32;
+                }
+            }
+        }
     }
 }
 
@@ -344,7 +357,7 @@ type Job<'a> = (&'a mut [i32], Arc<TokenIndex>, u32);
 /// Writes the mask of `state` (EOS only once terminated) into `dst`.
 fn fill_row(dst: &mut [i32], index: &TokenIndex, state: u32) -> Result<(), Error> {
     let mask = index.mask(state)?;
-    write_row(dst, mask.words());
+    write_row(dst, &mask);
     Ok(())
 }
 
@@ -476,7 +489,7 @@ impl PyGuide {
         let dst = &mut slice[row * width..(row + 1) * width];
         // A cached mask is one copy, cheaper than releasing and retaking the GIL around it.
         if let Some(mask) = index.cached_mask(state) {
-            write_row(dst, mask.words());
+            write_row(dst, &mask);
             return Ok(());
         }
         guard_detached(py, move || fill_row(dst, &index, state))
