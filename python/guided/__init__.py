@@ -8,6 +8,8 @@ helpers that apply masks and sample. ``import guided`` never imports torch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from guided import _lib
 from guided._errors import (
     GuidedError,
@@ -18,7 +20,30 @@ from guided._errors import (
     VocabularyError,
 )
 
+if TYPE_CHECKING:
+    from guided.bitmask import (
+        allocate_token_bitmask,
+        apply_token_bitmask_inplace,
+        fill_next_token_bitmask,
+    )
+
 __version__: str = _lib.__version__
+
+# The torch helpers load on first use, so that `import guided` does not import torch.
+_TORCH_HELPERS = {
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "fill_next_token_bitmask",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_HELPERS:
+        from guided import bitmask
+
+        return getattr(bitmask, name)
+    raise AttributeError(f"module 'guided' has no attribute {name!r}")
+
 
 __all__ = [
     "GuidedError",
@@ -28,4 +53,7 @@ __all__ = [
     "UnsupportedSchemaError",
     "VocabularyError",
     "__version__",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "fill_next_token_bitmask",
 ]
