@@ -77,7 +77,12 @@ def float64_definition(
     if p < 1.0:
         masked = torch.where(kept, s, -math.inf)
         probs = torch.softmax(masked, dim=0)
-        above = torch.stack([probs[masked > masked[i]].sum() for i in range(vocab)])
+        # Mass of the strictly better tokens: sum each distinct score's mass, then accumulate
+        # the groups from the top.
+        values, group = torch.unique(masked, return_inverse=True)
+        group_mass = torch.zeros(values.shape[0], dtype=torch.float64).index_add_(0, group, probs)
+        better = group_mass.flip(0).cumsum(0).flip(0) - group_mass
+        above = better[group]
         kept &= above < p
         ambiguous |= (above - p).abs() <= TOLERANCE
     if m > 0.0:

@@ -121,20 +121,22 @@ def resolve_windows(
         rows = scores if len(pending) == scores.shape[0] else scores[pending]
         sub = settings.rows(pending)
         sub_mass = None if mass is None else mass[pending]
-        result, unresolved = _window_round(rows, sub, sub_mass, min(size, vocab))
+        result, unresolved, wanted = _window_round(rows, sub, sub_mass, min(size, vocab))
         result.rows = [pending[i] for i in result.rows]
         results.append(result)
         pending = [pending[i] for i in unresolved]
-        size *= WINDOW_GROWTH
+        size = max(size * WINDOW_GROWTH, wanted)
     return results
 
 
 def _window_round(
     scores: torch.Tensor, settings: Truncation, mass: torch.Tensor | None, size: int
-) -> tuple[WindowResult, list[int]]:
-    has_sentinel = size < scores.shape[1]
+) -> tuple[WindowResult, list[int], int]:
+    """One window per row; returns the resolved rows, the others and a size to try next."""
+    vocab = scores.shape[1]
+    has_sentinel = size < vocab
     values, ids = torch.topk(scores, size + 1 if has_sentinel else size, dim=1)
-    kept, threshold, resolved = _window_rules(values, settings, mass, size, scores.shape[1])
+    kept, threshold, resolved = _window_rules(values, settings, mass, size, vocab)
     done = resolved.nonzero().squeeze(1)
     result = WindowResult(
         rows=done.tolist(),
@@ -143,7 +145,17 @@ def _window_round(
         kept=kept[done],
         threshold=threshold[done],
     )
-    return result, (~resolved).nonzero().squeeze(1).tolist()
+    unresolved = (~resolved).nonzero().squeeze(1).tolist()
+    wanted = 0
+    if unresolved and mass is not None:
+        # A top-p row that is missing mass: a flat tail needs about p / (window share) times the
+        # window, so jump there instead of growing through every size in between.
+        share = torch.exp(values[:, :size] - values[:, :1]).sum(1) / mass.to(values.dtype)
+        for i in unresolved:
+            if settings.top_p[i] < 1.0 and not settings.uses_top_k(i, vocab):
+                ratio = settings.top_p[i] / max(float(share[i]), 1e-9)
+                wanted = max(wanted, min(vocab, int(size * ratio * 1.25)))
+    return result, unresolved, wanted
 
 
 def _window_rules(
