@@ -52,11 +52,14 @@ def exponentials(
     """
     variates = torch.empty((rows, width), device=device, dtype=torch.float32)
     if rows and width:
-        variates.exponential_()
+        variates.uniform_()
         for i, generator in enumerate(generators):
             if generator is not None:
                 count = width if widths is None else widths[i]
-                variates[i, :count].exponential_(generator=generator)
+                variates[i, :count].uniform_(generator=generator)
+        # -log(1 - U) for U uniform on [0, 1): exponential, by inversion. On a CPU this is several
+        # times cheaper than exponential_, and 1 - U is never 0, so no variate is infinite.
+        torch.log1p(variates.neg_(), out=variates).neg_()
     return variates
 
 

@@ -39,11 +39,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["Truncation", "apply_filters", "apply_temperature", "resolve_windows"]
+__all__ = ["Truncation", "apply_filters", "apply_temperature", "resolve_windows", "top_scores"]
 
 #: First window size for rows without top-k; grown eightfold while a row is unresolved.
 FIRST_WINDOW = 64
 WINDOW_GROWTH = 8
+#: Tokens per group of the group-maximum preselection in ``top_scores``.
+_SELECT_GROUP = 64
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def _window_round(
     """One window per row; returns the resolved rows, the others and a size to try next."""
     vocab = scores.shape[1]
     has_sentinel = size < vocab
-    values, ids = torch.topk(scores, size + 1 if has_sentinel else size, dim=1)
+    values, ids = top_scores(scores, size + 1 if has_sentinel else size)
     kept, threshold, resolved = _window_rules(values, settings, mass, size, vocab)
     done = resolved.nonzero().squeeze(1)
     result = WindowResult(
@@ -156,6 +158,39 @@ def _window_round(
                 ratio = settings.top_p[i] / max(float(share[i]), 1e-9)
                 wanted = max(wanted, min(vocab, int(size * ratio * 1.25)))
     return result, unresolved, wanted
+
+
+def top_scores(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``count`` best scores of each row, descending, with their ids (``torch.topk``'s answer).
+
+    ``topk`` over a whole row copies it into (value, index) pairs before selecting, which costs
+    far more than reading it. Group maxima find the same answer from a fraction of the row: split
+    the row into groups of 64 tokens; the ``count`` best scores all lie in groups whose maximum is
+    at least the ``count``-th best group maximum (each of them is at least that large). So one
+    reduction over the row, a ``topk`` over the maxima and one over the chosen groups suffice.
+    Group ``c`` holds tokens ``c, c + n, c + 2n, ...`` (``n`` groups): the maxima are then an
+    elementwise maximum of 64 contiguous slices, which vectorises far better than 64-wide blocks.
+    Ties among equal scores may come back in another order than ``torch.topk`` gives; callers only
+    rely on the values' order.
+    """
+    rows, vocab = scores.shape
+    groups = vocab // _SELECT_GROUP
+    if rows == 0 or count * _SELECT_GROUP * 2 > vocab:
+        return torch.topk(scores, count, dim=1)
+    covered = groups * _SELECT_GROUP
+    maxima = scores[:, :covered].view(rows, _SELECT_GROUP, groups).amax(dim=1)
+    best, chosen = torch.topk(maxima, count, dim=1)
+    # With ties a row may need more than ``count`` groups: take as many as the neediest row.
+    wanted = int((maxima >= best[:, -1:]).sum(dim=1).max())
+    if wanted > count:
+        chosen = torch.topk(maxima, wanted, dim=1).indices
+    members = torch.arange(_SELECT_GROUP, device=scores.device) * groups
+    ids = (chosen.unsqueeze(2) + members).view(rows, -1)
+    if covered < vocab:
+        tail = torch.arange(covered, vocab, device=scores.device)
+        ids = torch.cat([ids, tail.expand(rows, vocab - covered)], dim=1)
+    values, picked = torch.topk(scores.gather(1, ids), count, dim=1)
+    return values, ids.gather(1, picked)
 
 
 def _window_rules(

@@ -48,7 +48,6 @@ from guided.sampling.filters import (
     apply_temperature,
     full_thresholds,
     resolve_windows,
-    row_mass,
 )
 from guided.sampling.logprobs import LogprobEntry, token_logprobs
 from guided.sampling.params import SamplingParams
@@ -93,14 +92,25 @@ class _Track:
 
 @dataclass
 class _Plan:
-    """Row groups of one step, in work order (greedy | plain | thresholded | windowed)."""
+    """Row groups of one step.
 
+    ``direct`` rows (greedy, nothing to modify, CPU) are read straight from the caller's logits.
+    The others are copied into the work buffer in ``order``: greedy | plain | thresholded |
+    windowed, so each group is a contiguous slice. Lists of rows index the work buffer.
+    """
+
+    direct: list[int]
     order: list[int]
     settings: list[_Settings]
     generators: list[torch.Generator | None]
     greedy: int = 0
     plain: int = 0
     thresholded: int = 0
+    #: Leading windowed rows that use top-p without top-k (they need their row's total mass).
+    massed: int = 0
+    #: Runs ``[a, b)`` of work rows whose temperature is not 1.
+    scaled: list[tuple[int, int]] = field(default_factory=list)
+    processed: list[int] = field(default_factory=list)
     penalized: list[int] = field(default_factory=list)
     guided: list[int] = field(default_factory=list)
 
@@ -185,34 +195,41 @@ class Sampler:
         if self._vocab != vocab:
             self._reset_vocabulary(vocab)
         plan = self._plan(requests, vocab, device, generators or {})
-        flat = self._buffer("work", batch * vocab + 1, device)
-        work = flat[: batch * vocab].view(batch, vocab)
-        identity = plan.order == list(range(batch))
-        if identity:
-            work.copy_(logits)
-        else:
-            order = self._to_device(plan.order, torch.long, device)
-            work.copy_(logits.index_select(0, order))
-        self._sanitize(work)
-        self._processors(work, plan, requests, vocab)
-        if plan.penalized:
-            self._apply_penalties(flat[: batch * vocab + 1], plan, requests, vocab)
         tokens = torch.full((batch,), -1, dtype=torch.long, device=device)
-        if plan.greedy:
-            rows = work[: plan.greedy]
-            best = rows.argmax(dim=1)
-            finite = rows.gather(1, best.unsqueeze(1)).squeeze(1) > float("-inf")
-            tokens[: plan.greedy] = torch.where(finite, best, -1)
-        if plan.greedy < batch:
-            self._sample_random(work, tokens, plan, vocab)
-        if identity:
-            drawn = tokens
-        else:
-            drawn = torch.empty_like(tokens)
-            drawn[order] = tokens
+        if plan.direct:
+            self._greedy_direct(logits, plan.direct, tokens)
+        rows = len(plan.order)
+        if rows:
+            flat = self._buffer("work", rows * vocab + 1, device)
+            work = flat[: rows * vocab].view(rows, vocab)
+            identity = rows == batch and plan.order == list(range(batch))
+            order = None if identity else self._to_device(plan.order, torch.long, device)
+            if order is None:
+                work.copy_(logits)
+            elif logits.dtype == torch.float32:
+                torch.index_select(logits, 0, order, out=work)
+            else:
+                work.copy_(logits.index_select(0, order))
+            if device.type != "cpu":
+                # No host checks on a device: make every row safe up front (cheap there).
+                torch.nan_to_num_(
+                    work, nan=-math.inf, posinf=_POSITIVE_INFINITY_AS, neginf=-math.inf
+                )
+            self._processors(work, plan, requests, vocab)
+            if plan.penalized:
+                self._apply_penalties(flat[: rows * vocab + 1], plan, requests, vocab)
+            drawn = torch.full((rows,), -1, dtype=torch.long, device=device)
+            if plan.greedy:
+                self._greedy(work[: plan.greedy], drawn[: plan.greedy])
+            if plan.greedy < rows:
+                self._sample_random(work, drawn, plan, vocab)
+            if order is None:
+                tokens = drawn
+            else:
+                tokens[order] = drawn
         if plan.penalized:
-            self._record(plan, requests, drawn)
-        return drawn
+            self._record(plan, requests, tokens)
+        return tokens
 
     # ----------------------------------------------------------------------------- planning
 
@@ -223,17 +240,30 @@ class Sampler:
         device: torch.device,
         generators: Mapping[str, torch.Generator],
     ) -> _Plan:
+        cpu = device.type == "cpu"
+        direct: list[int] = []
         greedy: list[int] = []
         plain: list[int] = []
         thresholded: list[int] = []
         windowed: list[int] = []
-        cpu = device.type == "cpu"
         all_settings: list[_Settings] = []
+        processed: set[int] = set()
         for i, request in enumerate(requests):
             settings = self._settings_of(request, vocab, device)
             all_settings.append(settings)
+            has_processors = (
+                settings.allowed is not None
+                or settings.bias_ids is not None
+                or (
+                    bool(settings.banned_early)
+                    and len(request.output_token_ids) < settings.params.min_tokens
+                )
+            )
+            if has_processors:
+                processed.add(i)
             if settings.greedy:
-                greedy.append(i)
+                untouched = not (has_processors or settings.penalized or request.guide is not None)
+                (direct if cpu and untouched else greedy).append(i)
                 continue
             uses_k = 0 < settings.top_k < vocab
             if not (uses_k or settings.top_p < 1.0 or settings.min_p > 0.0):
@@ -242,20 +272,44 @@ class Sampler:
                 windowed.append(i)
             else:
                 thresholded.append(i)
+
+        def unscaled(i: int) -> bool:
+            return all_settings[i].temperature == 1.0
+
+        def massless(i: int) -> bool:
+            s = all_settings[i]
+            return not (s.top_p < 1.0 and not 0 < s.top_k < vocab)
+
+        plain.sort(key=unscaled)
+        thresholded.sort(key=unscaled)
+        windowed.sort(key=lambda i: (massless(i), unscaled(i)))
         order = greedy + plain + thresholded + windowed
         plan = _Plan(
+            direct=direct,
             order=order,
             settings=[all_settings[i] for i in order],
             generators=[self._generator_of(requests[i], generators, device) for i in order],
             greedy=len(greedy),
             plain=len(plain),
             thresholded=len(thresholded),
+            massed=sum(1 for i in windowed if not massless(i)),
         )
+        start = None
         for row, i in enumerate(order):
-            if plan.settings[row].penalized:
+            settings = plan.settings[row]
+            if row >= plan.greedy and settings.temperature != 1.0:
+                start = row if start is None else start
+            elif start is not None:
+                plan.scaled.append((start, row))
+                start = None
+            if i in processed:
+                plan.processed.append(row)
+            if settings.penalized:
                 plan.penalized.append(row)
             if requests[i].guide is not None:
                 plan.guided.append(row)
+        if start is not None:
+            plan.scaled.append((start, len(order)))
         return plan
 
     def _settings_of(self, request: RequestLike, vocab: int, device: torch.device) -> _Settings:
@@ -336,22 +390,52 @@ class Sampler:
 
     # ----------------------------------------------------------------------------- stages
 
-    def _sanitize(self, work: torch.Tensor) -> None:
-        """NaN never wins and never poisons a row; +inf becomes a large finite score."""
-        if work.device.type != "cpu":
-            torch.nan_to_num_(work, nan=-math.inf, posinf=_POSITIVE_INFINITY_AS, neginf=-math.inf)
-            return
-        top = work.amax(dim=1)
+    @staticmethod
+    def _sanitized(rows: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+        """Repair rows whose maximum shows a NaN or a +inf (CPU); returns the corrected maxima.
+
+        A NaN never wins and never poisons a row: it becomes -inf. A +inf becomes a large finite
+        score, so arithmetic on it stays finite and it still dominates its row.
+        """
         bad = (top.isnan() | (top == math.inf)).nonzero().squeeze(1).tolist()
+        if not bad:
+            return top
+        top = top.clone()
         for row in bad:
-            torch.nan_to_num_(
-                work[row], nan=-math.inf, posinf=_POSITIVE_INFINITY_AS, neginf=-math.inf
-            )
+            line = rows[row]
+            torch.nan_to_num_(line, nan=-math.inf, posinf=_POSITIVE_INFINITY_AS, neginf=-math.inf)
+            top[row] = line.max()
+        return top
+
+    def _greedy_direct(self, logits: torch.Tensor, rows: list[int], tokens: torch.Tensor) -> None:
+        """Argmax of rows nothing modifies, read in place from the caller's logits (CPU)."""
+        picked: list[int] = []
+        for i in rows:
+            line = logits[i]
+            # max() with indices is the first maximum, like argmax, and about twice as fast.
+            best_value, best_index = line.max(dim=0)
+            value, best = float(best_value), int(best_index)
+            if math.isnan(value):
+                line = torch.nan_to_num(line.float(), nan=-math.inf, posinf=_POSITIVE_INFINITY_AS)
+                best_value, best_index = line.max(dim=0)
+                value, best = float(best_value), int(best_index)
+            picked.append(best if value > -math.inf else -1)
+        tokens[self._to_device(rows, torch.long, tokens.device)] = self._to_device(
+            picked, torch.long, tokens.device
+        )
+
+    def _greedy(self, rows: torch.Tensor, out: torch.Tensor) -> None:
+        value, best = rows.max(dim=1)
+        if rows.device.type == "cpu" and bool(value.isnan().any()):
+            self._sanitized(rows, value)
+            value, best = rows.max(dim=1)
+        out.copy_(torch.where(value > -math.inf, best, -1))
 
     def _processors(
         self, work: torch.Tensor, plan: _Plan, requests: Sequence[RequestLike], vocab: int
     ) -> None:
-        for row, settings in enumerate(plan.settings):
+        for row in plan.processed:
+            settings = plan.settings[row]
             request = requests[plan.order[row]]
             line = work[row]
             if settings.allowed is not None:
@@ -447,24 +531,25 @@ class Sampler:
     def _sample_random(
         self, work: torch.Tensor, tokens: torch.Tensor, plan: _Plan, vocab: int
     ) -> None:
+        device = work.device
+        for a, b in plan.scaled:
+            temps = [plan.settings[row].temperature for row in range(a, b)]
+            apply_temperature(work[a:b], self._to_device(temps, torch.float32, device))
         start = plan.greedy
-        scores = work[start:]
-        settings = plan.settings[start:]
-        if any(s.temperature != 1.0 for s in settings):
-            temps = [s.temperature for s in settings]
-            apply_temperature(scores, self._to_device(temps, torch.float32, work.device))
         full = plan.plain + plan.thresholded
         if full:
-            self._draw_full(scores[:full], tokens[start : start + full], plan, start, vocab)
+            self._draw_full(work[start : start + full], tokens[start : start + full], plan, vocab)
         if start + full < work.shape[0]:
-            self._draw_windows(scores[full:], tokens[start + full :], plan, start + full, vocab)
+            first = start + full
+            self._draw_windows(work[first:], tokens[first:], plan, first, vocab)
 
-    def _draw_full(
-        self, scores: torch.Tensor, out: torch.Tensor, plan: _Plan, first: int, vocab: int
-    ) -> None:
+    def _draw_full(self, scores: torch.Tensor, out: torch.Tensor, plan: _Plan, vocab: int) -> None:
         rows = scores.shape[0]
         device = scores.device
+        first = plan.greedy
         top = scores.amax(dim=1)
+        if device.type == "cpu":
+            top = self._sanitized(scores, top)
         weights = self._buffer("weights", rows * vocab, device)[: rows * vocab].view(rows, vocab)
         torch.sub(scores, torch.where(top > -math.inf, top, 0.0).unsqueeze(1), out=weights)
         weights.exp_()
@@ -486,28 +571,27 @@ class Sampler:
         self, scores: torch.Tensor, out: torch.Tensor, plan: _Plan, first: int, vocab: int
     ) -> None:
         rows = scores.shape[0]
-        top = scores.amax(dim=1)
+        top = self._sanitized(scores, scores.amax(dim=1))
+        mass = torch.zeros(rows)
+        if plan.massed:
+            massed = scores[: plan.massed]
+            weights = self._buffer("weights", plan.massed * vocab, scores.device)
+            weights = weights[: plan.massed * vocab].view(plan.massed, vocab)
+            safe_top = torch.where(top[: plan.massed] > -math.inf, top[: plan.massed], 0.0)
+            torch.sub(massed, safe_top.unsqueeze(1), out=weights)
+            mass[: plan.massed] = weights.exp_().sum(dim=1)
         live = (top > -math.inf).nonzero().squeeze(1).tolist()
         if not live:
             return
+        if len(live) < rows:
+            scores, mass = scores[live], mass[live]
         settings = [plan.settings[first + i] for i in live]
         truncation = Truncation(
             [s.top_k for s in settings], [s.top_p for s in settings], [s.min_p for s in settings]
         )
-        subset = scores if len(live) == rows else scores[live]
-        sub_top = top if len(live) == rows else top[live]
-        needs_mass = [
-            i
-            for i in range(len(live))
-            if truncation.top_p[i] < 1.0 and not truncation.uses_top_k(i, vocab)
-        ]
-        mass = None
-        if needs_mass:
-            mass = torch.zeros(len(live), device=scores.device)
-            mass[needs_mass] = row_mass(subset[needs_mass], sub_top[needs_mass])
         generators = [plan.generators[first + i] for i in live]
-        for result in resolve_windows(subset, truncation, mass):
-            self._draw_resolved(result, subset, live, generators, out)
+        for result in resolve_windows(scores, truncation, mass):
+            self._draw_resolved(result, scores, live, generators, out)
 
     def _draw_resolved(
         self,
@@ -517,6 +601,8 @@ class Sampler:
         generators: list[torch.Generator | None],
         out: torch.Tensor,
     ) -> None:
+        """Draw the rows one window round resolved: a race over short survivor lists, a block
+        race under the threshold for long ones."""
         kept = result.kept.tolist()
         short = [j for j, k in enumerate(kept) if k <= WINDOW_DRAW_LIMIT]
         long = [j for j, k in enumerate(kept) if k > WINDOW_DRAW_LIMIT]
