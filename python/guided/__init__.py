@@ -8,6 +8,8 @@ helpers that apply masks and sample. ``import guided`` never imports torch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from guided import _lib
 from guided._errors import (
     GuidedError,
@@ -26,7 +28,22 @@ from guided._lib import (
     utf8_sequences,
 )
 
+if TYPE_CHECKING:
+    from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
+
 __version__: str = _lib.__version__
+
+# The torch helpers load on first use, so that `import guided` does not import torch.
+_TORCH_HELPERS = {"allocate_token_bitmask", "apply_token_bitmask_inplace"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_HELPERS:
+        from guided import bitmask
+
+        return getattr(bitmask, name)
+    raise AttributeError(f"module 'guided' has no attribute {name!r}")
+
 
 __all__ = [
     "DFA",
@@ -40,6 +57,8 @@ __all__ = [
     "Vocabulary",
     "VocabularyError",
     "__version__",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
     "fill_next_token_bitmask",
     "utf8_sequences",
 ]

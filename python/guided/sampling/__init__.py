@@ -1,0 +1,30 @@
+"""Batched sampling in torch: settings, requests, the sampler, filters, logprobs, beam search.
+
+Importing this package imports torch (``import guided`` alone does not). The pieces, one concept
+per module: ``params`` (validated settings), ``request`` (what the sampler reads from a request and
+a guide), ``filters`` (temperature, top-k, top-p, min-p as thresholds), ``penalties`` (persistent
+token statistics), ``draw`` (the exponential race), ``logprobs``, ``beam``, and ``sampler``, which
+runs them in order over a mixed batch.
+"""
+
+from __future__ import annotations
+
+from guided.sampling.beam import Beam, beam_search
+from guided.sampling.filters import apply_filters
+from guided.sampling.logprobs import prompt_logprobs, token_logprobs
+from guided.sampling.params import SamplingParams
+from guided.sampling.request import GuideLike, Request, RequestLike
+from guided.sampling.sampler import Sampler
+
+__all__ = [
+    "Beam",
+    "GuideLike",
+    "Request",
+    "RequestLike",
+    "Sampler",
+    "SamplingParams",
+    "apply_filters",
+    "beam_search",
+    "prompt_logprobs",
+    "token_logprobs",
+]
