@@ -25,6 +25,7 @@ from guided._lib import (
     fill_next_token_bitmask,
     utf8_sequences,
 )
+from guided.cache import IndexCache
 
 __version__: str = _lib.__version__
 
@@ -32,6 +33,7 @@ __all__ = [
     "DFA",
     "Guide",
     "GuidedError",
+    "IndexCache",
     "InvalidTokenError",
     "RegexSyntaxError",
     "SizeLimitError",
