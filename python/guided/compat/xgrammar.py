@@ -738,9 +738,11 @@ class GrammarMatcher:
         return self._guide
 
     def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
-        """Consumes ``token_id`` if the grammar allows it now; False otherwise (also after
-        termination, for an out-of-range id, or a special token)."""
-        if self.is_terminated():
+        """Consumes ``token_id`` if the grammar allows it now; False otherwise (also after the
+        stop token, for an out-of-range id, or a special token). With
+        ``terminate_without_stop_token`` stop tokens are refused and a complete output may still
+        grow, as in xgrammar."""
+        if self._guide.is_terminated():
             return False
         if self._terminate_without_stop and token_id in self._stops:
             return False
@@ -754,7 +756,7 @@ class GrammarMatcher:
 
     def accept_string(self, input_str: str | bytes, *, debug_print: bool = False) -> bool:
         """Consumes ``input_str`` as one rollback step if the grammar allows it now."""
-        if self.is_terminated():
+        if self._guide.is_terminated():
             return False
         data = input_str.encode("utf-8") if isinstance(input_str, str) else bytes(input_str)
         tokens = self._compiled.tokenizer_info._spell(data)
@@ -796,7 +798,7 @@ class GrammarMatcher:
     def find_jump_forward_tokens(self) -> list[int]:
         """Token ids spelling the forced continuation, longest tokens first; the last is left out
         if a longer token extends it. Empty once complete or terminated."""
-        if self.is_terminated() or self.is_completed():
+        if self.is_completed():
             return []
         with _xgrammar_errors():
             forced = self._guide.forced_bytes()
