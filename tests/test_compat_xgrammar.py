@@ -47,8 +47,12 @@ REGEXES = [
 ]
 
 
+Infos = tuple[real.TokenizerInfo, shim.TokenizerInfo]
+Compilers = tuple[real.GrammarCompiler, shim.GrammarCompiler]
+
+
 @pytest.fixture(scope="module")
-def infos() -> tuple[real.TokenizerInfo, shim.TokenizerInfo]:
+def infos() -> Infos:
     tok = gpt2_hf_tokenizer()
     return (
         real.TokenizerInfo.from_huggingface(tok, stop_token_ids=[GPT2_EOS]),
@@ -57,7 +61,7 @@ def infos() -> tuple[real.TokenizerInfo, shim.TokenizerInfo]:
 
 
 @pytest.fixture(scope="module")
-def compilers(infos) -> tuple[real.GrammarCompiler, shim.GrammarCompiler]:  # type: ignore[no-untyped-def]
+def compilers(infos: Infos) -> Compilers:
     return real.GrammarCompiler(infos[0]), shim.GrammarCompiler(infos[1])
 
 
@@ -65,7 +69,7 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(np.array_equal(unpack(a.numpy(), V), unpack(b.numpy(), V)))
 
 
-def test_tokenizer_info_matches(infos) -> None:  # type: ignore[no-untyped-def]
+def test_tokenizer_info_matches(infos: Infos) -> None:
     r, s = infos
     assert s.vocab_size == r.vocab_size == V
     assert s.stop_token_ids == r.stop_token_ids == [GPT2_EOS]
@@ -118,7 +122,7 @@ def test_stop_token_detection_matches(names: list[str]) -> None:
         assert shim.TokenizerInfo(names).stop_token_ids == real.TokenizerInfo(names).stop_token_ids
 
 
-def walk(pattern: str, seed: int, compilers, infos) -> Counter[str]:  # type: ignore[no-untyped-def]
+def walk(pattern: str, seed: int, compilers: Compilers, infos: Infos) -> Counter[str]:
     rc, sc = compilers[0].compile_regex(pattern), compilers[1].compile_regex(pattern)
     rm, sm = real.GrammarMatcher(rc), shim.GrammarMatcher(sc)
     rb, sb = real.allocate_token_bitmask(3, V), shim.allocate_token_bitmask(3, V)
@@ -173,12 +177,12 @@ def walk(pattern: str, seed: int, compilers, infos) -> Counter[str]:  # type: ig
 
 
 @pytest.mark.parametrize("pattern", REGEXES)
-def test_walks_match_xgrammar_bit_for_bit(pattern: str, compilers, infos) -> None:  # type: ignore[no-untyped-def]
+def test_walks_match_xgrammar_bit_for_bit(pattern: str, compilers: Compilers, infos: Infos) -> None:
     moves = sum((walk(pattern, seed, compilers, infos) for seed in range(5)), Counter())
     assert moves["token"] > 5
 
 
-def test_walks_cover_every_move(compilers, infos) -> None:  # type: ignore[no-untyped-def]
+def test_walks_cover_every_move(compilers: Compilers, infos: Infos) -> None:
     moves = sum(
         (walk(p, seed, compilers, infos) for p in REGEXES[:2] + REGEXES[5:6] for seed in range(5)),
         Counter(),
@@ -186,7 +190,7 @@ def test_walks_cover_every_move(compilers, infos) -> None:  # type: ignore[no-un
     assert {"token", "string", "rollback", "refused", "terminated"} <= set(moves), moves
 
 
-def test_errors_are_runtime_errors_and_guided_errors(compilers) -> None:  # type: ignore[no-untyped-def]
+def test_errors_are_runtime_errors_and_guided_errors(compilers: Compilers) -> None:
     for compiler in compilers:
         with pytest.raises(RuntimeError):
             compiler.compile_regex("a(?=b)")
@@ -235,7 +239,7 @@ def test_terminate_without_stop_token_and_override_stop_tokens() -> None:
     assert results[0] == results[1]
 
 
-def test_accept_string_is_one_rollback_step(compilers) -> None:  # type: ignore[no-untyped-def]
+def test_accept_string_is_one_rollback_step(compilers: Compilers) -> None:
     outs = []
     for x, compiler in zip((real, shim), compilers):
         m = x.GrammarMatcher(compiler.compile_regex(r"hello, [a-z]+!"))
@@ -249,7 +253,7 @@ def test_accept_string_is_one_rollback_step(compilers) -> None:  # type: ignore[
     assert outs[0] == outs[1]
 
 
-def test_compiled_grammar_serialization(compilers, infos) -> None:  # type: ignore[no-untyped-def]
+def test_compiled_grammar_serialization(compilers: Compilers, infos: Infos) -> None:
     grammar = compilers[1].compile_regex("(ab|cd)+")
     again = shim.CompiledGrammar.deserialize_json(grammar.serialize_json(), infos[1])
     a, b = shim.GrammarMatcher(grammar), shim.GrammarMatcher(again)
@@ -288,7 +292,7 @@ def json_depth_after(text: bytes) -> int:
     return deepest
 
 
-def test_builtin_json_grammar_is_xgrammars_to_its_depth(compilers) -> None:  # type: ignore[no-untyped-def]
+def test_builtin_json_grammar_is_xgrammars_to_its_depth(compilers: Compilers) -> None:
     depth = 2
     token_bytes = gpt2_token_bytes()
     structural = {
@@ -350,7 +354,7 @@ def test_bitmask_helpers_match() -> None:
         shim.apply_token_bitmask_inplace(torch.zeros(1, 4), a, backend="nope")  # type: ignore[arg-type]
 
 
-def test_batch_helpers_match(compilers) -> None:  # type: ignore[no-untyped-def]
+def test_batch_helpers_match(compilers: Compilers) -> None:
     outs = []
     for x, compiler in zip((real, shim), compilers):
         grammar = compiler.compile_regex("(ab|cd)+")
@@ -373,7 +377,7 @@ def test_batch_helpers_match(compilers) -> None:  # type: ignore[no-untyped-def]
     not hasattr(guided.TokenIndex, "from_json_schema"),
     reason="guided.TokenIndex.from_json_schema is not in this build (JSON Schema lands separately)",
 )
-def test_compile_json_schema_matches_xgrammar(compilers) -> None:  # type: ignore[no-untyped-def]
+def test_compile_json_schema_matches_xgrammar(compilers: Compilers) -> None:
     schema = {
         "type": "object",
         "properties": {
