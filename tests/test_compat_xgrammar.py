@@ -14,6 +14,7 @@ bracket-counting scanner that knows neither library.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import warnings
@@ -31,9 +32,12 @@ from compat_support import (
     gpt2_token_bytes,
     unpack,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import guided
 import guided.compat.xgrammar as shim
+from guided.compat._support import complete_utf8, json_value_regex
 
 V = GPT2_VOCAB_SIZE
 REGEXES = [
@@ -405,3 +409,69 @@ def test_compile_json_schema_matches_xgrammar(compilers: Compilers) -> None:
         compilers[1].compile_json_schema(schema, any_whitespace=False)
     with pytest.raises(guided.UnsupportedSchemaError):
         compilers[1].compile_json_schema(schema, any_order=True)
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@functools.cache
+def _json_dfa(depth: int) -> guided.DFA:
+    return guided.DFA(json_value_regex(depth), max_states=100_000)
+
+
+@settings(max_examples=200)
+@given(doc=_JSON, indent=st.sampled_from([None, 1, "\t"]), ascii_only=st.booleans())
+def test_bounded_json_regex_is_json_to_its_depth(
+    doc: object, indent: int | str | None, ascii_only: bool
+) -> None:
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only)
+    for depth in (1, 2, 3):
+        expected = isinstance(doc, (dict, list)) and _depth(doc) <= depth
+        assert _json_dfa(depth).match(text) == expected, (text, depth)
+
+
+@settings(max_examples=300)
+@given(
+    doc=_JSON,
+    cut=st.integers(0, 200),
+    junk=st.sampled_from(["", ",", "]", "}", "\\", '"', "0", " x"]),
+)
+def test_bounded_json_regex_accepts_nothing_but_json(doc: object, cut: int, junk: str) -> None:
+    text = json.dumps(doc)
+    mutated = text[:cut] + junk + text[cut + 1 :]
+    if _json_dfa(3).match(mutated):
+        value = json.loads(mutated)
+        assert isinstance(value, (dict, list)) and _depth(value) <= 3
+
+
+@given(text=st.text(max_size=8), start=st.integers(0, 40), stop=st.integers(0, 40))
+def test_complete_utf8_keeps_whole_characters(text: str, start: int, stop: int) -> None:
+    data = text.encode("utf-8", errors="surrogatepass")[start : start + stop]
+    got = complete_utf8(data)
+    if data and 0x80 <= data[0] <= 0xBF:
+        assert got == ""  # a split head yields nothing
+        return
+    best = ""
+    for cut in range(len(data) + 1):  # brute force: the longest decodable prefix
+        try:
+            best = data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    assert got == best
