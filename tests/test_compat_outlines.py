@@ -6,9 +6,8 @@ that advance, test sequences with ``accepts_tokens``, roll back, and write masks
 pointers. Masks must agree bit for bit at every step, and so must every return value whose
 meaning both packages share (allowed tokens as sets, finishedness, rollback capacity, errors).
 
-One family of regexes cannot agree: outlines-core refuses a token that leaves an accepting position
-through a non-accepting one when only the token's last byte lies past that position (its automaton
-reports matches one byte late). For those, the shim's mask must equal outlines-core's plus exactly
+One family of regexes cannot agree: outlines-core refuses a token whose last byte turns a complete
+match into an incomplete one (its automaton reports matches one byte late). For those, the shim's mask must equal outlines-core's plus exactly
 the tokens that rule predicts, and each extra token must be a valid continuation by the ``regex``
 package's partial matching, an oracle independent of both.
 """
@@ -36,8 +35,8 @@ from compat_support import (
 import guided
 import guided.compat.outlines_core as shim
 
-# Regexes on which outlines-core's masks are exact (no accepting position is left by a token
-# whose last byte alone passes it through a non-accepting state).
+# Regexes on which outlines-core's masks are exact (no token's last byte can turn a complete
+# match into an incomplete one).
 EXACT = [
     r"(yes|no|maybe)",
     r"[a-z]{2,5}@[a-z]{2,4}\.(com|org)",

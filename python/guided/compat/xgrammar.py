@@ -33,7 +33,12 @@ Where the semantics differ, on purpose:
   declare).
 - Special tokens: ``TokenizerInfo.from_huggingface`` reads the tokenizer through
   :func:`guided.Vocabulary.from_huggingface`, which gives added special tokens no text, so they are
-  never allowed. xgrammar reads them as their literal text and allows it where the grammar does.
+  never allowed. xgrammar decodes them as their literal text (only empty tokens count as special),
+  so a grammar that admits ``<|im_start|>`` as text admits that token.
+- Compilation is lazy (masks are computed when a matcher first needs them), so ``max_threads`` and
+  ``enable_dynamic_compilation`` are accepted and have nothing to change.
+- Bits past ``vocab_size`` in the last word of a row are always written as 0; xgrammar sometimes
+  leaves them as the buffer held them.
 - ``accept_string`` spells the string with vocabulary tokens (any spelling: the automaton runs over
   bytes, so every spelling reaches the same state) and counts it as one rollback step, as xgrammar
   does; a string the vocabulary cannot spell at all raises.

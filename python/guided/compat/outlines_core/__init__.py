@@ -19,11 +19,10 @@ Where the semantics differ, on purpose:
 - Regex dialect: guided's (Python ``re`` full-match, see DESIGN.md). ``\\d``, ``\\w``, ``\\s`` are
   ASCII here; outlines-core (Rust ``regex``) makes them Unicode-aware. Patterns from
   ``json_schema.build_regex_from_schema`` spell their classes out and are unaffected.
-- Masks are exact. outlines-core drops a token that leaves an accepting position through a
-  non-accepting one when the token's last byte is its only byte past that position (``1.`` in
-  ``[0-9]+(\\.[0-9]+)?`` after ``1``: ``.`` is refused while ``.5`` is allowed), a consequence of
-  its automaton reporting matches one byte late. guided allows every token that can still lead to
-  a match, and no other.
+- Masks are exact. outlines-core refuses a token whose last byte turns a complete match into an
+  incomplete one (``.`` after ``1`` in ``[0-9]+(\\.[0-9]+)?``, ``abc`` at the start of
+  ``(ab|cd)+``), because its automaton reports a match one byte late; a longer token over the same
+  spot (``.5``) is allowed. guided allows every token that can still lead to a match, and no other.
 - ``max_rollback=0`` (what vLLM passes without speculative decoding) keeps every state here. In
   outlines-core it keeps the last four, an accident of its ring buffer's first allocation; any
   rollback that succeeds there succeeds here.
