@@ -437,6 +437,16 @@ class CompiledGrammar:
         self._info = tokenizer_info
         self._lock = threading.Lock()
         self._variants: dict[tuple[int, ...], TokenIndex] = {}
+        self._full: dict[tuple[int, int], bool] = {}  # (index id, state) -> every token allowed
+
+    def _allows_all(self, index: TokenIndex, state: int) -> bool:
+        """Whether ``state`` allows every token (xgrammar's "no need to apply"), once per state."""
+        key = (id(index), state)
+        full = self._full.get(key)
+        if full is None:
+            full = _row_is_full(index.bitmask(state), index.vocab_size)
+            self._full[key] = full
+        return full
 
     @property
     def grammar(self) -> str:
@@ -720,6 +730,7 @@ class GrammarMatcher:
         if override_stop_tokens is not None:
             index = compiled_grammar._index_for_stops(tuple(sorted(set(override_stop_tokens))))
         self._compiled = compiled_grammar
+        self._index = index
         self._guide = Guide(index, max_rollback=-1)
         self._stops = frozenset(index.eos_token_ids)
         self._terminate_without_stop = terminate_without_stop_token
@@ -730,6 +741,7 @@ class GrammarMatcher:
     def _forked(cls, other: GrammarMatcher) -> GrammarMatcher:
         out = cls.__new__(cls)
         out._compiled = other._compiled
+        out._index = other._index
         out._guide = other._guide.copy()
         out._stops = other._stops
         out._terminate_without_stop = other._terminate_without_stop
@@ -783,12 +795,15 @@ class GrammarMatcher:
                 "GrammarMatcher has terminated after accepting the stop token, but is trying to "
                 "find the next token mask"
             )
-        with _xgrammar_errors():
+        try:
             self._guide.fill_bitmask(bitmask, index)
-        row = _row(bitmask, index)
+        except GuidedError as e:
+            raise _runtime_flavor(e) from None
         if self._terminate_without_stop:
+            row = _row(bitmask, index)
             _clear_bits(row, self._stops)
-        return not _row_is_full(row, self._guide.index.vocab_size)
+            return not _row_is_full(row, self._index.vocab_size)
+        return not self._compiled._allows_all(self._index, self._guide.state)
 
     def find_jump_forward_string(self) -> str:
         """The longest text every valid continuation starts with (whole characters only)."""

@@ -60,7 +60,6 @@ from guided.compat.outlines_core import json_schema
 
 __all__ = ["Guide", "Index", "Vocabulary", "json_schema"]
 
-_TERMINAL = -1
 _TokenKey = Union[str, bytes]
 
 
