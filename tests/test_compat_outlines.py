@@ -7,9 +7,10 @@ pointers. Masks must agree bit for bit at every step, and so must every return v
 meaning both packages share (allowed tokens as sets, finishedness, rollback capacity, errors).
 
 One family of regexes cannot agree: outlines-core refuses a token whose last byte turns a complete
-match into an incomplete one (its automaton reports matches one byte late). For those, the shim's mask must equal outlines-core's plus exactly
-the tokens that rule predicts, and each extra token must be a valid continuation by the ``regex``
-package's partial matching, an oracle independent of both.
+match into an incomplete one (its automaton reports matches one byte late). For those, the shim's
+mask must equal outlines-core's plus exactly the tokens that rule predicts, and each extra token
+must be a valid continuation by the ``regex`` package's partial matching, an oracle independent of
+both.
 """
 
 from __future__ import annotations
