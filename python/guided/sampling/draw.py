@@ -31,6 +31,8 @@ from collections.abc import Sequence
 
 import torch
 
+from guided._transfer import to_device
+
 __all__ = ["BLOCK", "block_race", "exponentials", "window_race"]
 
 #: Tokens per block of the block race.
@@ -80,7 +82,7 @@ def window_race(
         return torch.empty(0, dtype=torch.long, device=device)
     width = min(width, max(kept))
     scores, ids = scores[:, :width], ids[:, :width]
-    kept_t = torch.tensor(kept, device=device)
+    kept_t = to_device(kept, torch.long, device)
     inside = torch.arange(width, device=device) < kept_t.unsqueeze(1)
     # Order the candidates by token id so a seeded row's variates land on the same tokens
     # whatever order the window listed its ties in.

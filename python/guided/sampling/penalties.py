@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import torch
 
+from guided._transfer import to_device
+
 __all__ = ["PenaltyState"]
 
 _INITIAL_SLOTS = 8
@@ -87,8 +89,8 @@ class PenaltyState:
         self.reserve([slot], size)
         self.ids[slot].fill_(-1)
         self.counts[slot].zero_()
-        self.ids[slot, :size] = ids.to(self.device)
-        self.counts[slot, :size] = counts.to(self.device)
+        self.ids[slot, :size] = to_device(ids.tolist(), torch.long, self.device)
+        self.counts[slot, :size] = to_device(counts.tolist(), torch.float32, self.device)
         self.length[slot] = size
         self._bound[slot] = size
 
@@ -97,8 +99,8 @@ class PenaltyState:
         for token in tokens:
             if 0 <= token < vocab_size:
                 self.record(
-                    torch.tensor([slot], device=self.device),
-                    torch.tensor([token], device=self.device),
+                    to_device([slot], torch.long, self.device),
+                    to_device([token], torch.long, self.device),
                     [slot],
                 )
 

@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
+from guided._transfer import to_device
 from guided.bitmask import apply_token_bitmask_inplace, bitmask_width, fill_next_token_bitmask
 from guided.sampling.draw import block_race, window_race
 from guided.sampling.filters import (
@@ -130,6 +130,7 @@ class Sampler:
         self._penalties: PenaltyState | None = None
         self._vocab: int | None = None
         self._buffers: dict[str, torch.Tensor] = {}
+        self._mask_copied: torch.Event | None = None
 
     # ----------------------------------------------------------------------------- public API
 
@@ -203,7 +204,7 @@ class Sampler:
             flat = self._buffer("work", rows * vocab + 1, device)
             work = flat[: rows * vocab].view(rows, vocab)
             identity = rows == batch and plan.order == list(range(batch))
-            order = None if identity else self._to_device(plan.order, torch.long, device)
+            order = None if identity else to_device(plan.order, torch.long, device)
             if order is None:
                 work.copy_(logits)
             elif logits.dtype == torch.float32:
@@ -356,12 +357,12 @@ class Sampler:
         )
         if params.allowed_token_ids is not None:
             ids = sorted(set(params.allowed_token_ids))
-            settings.allowed = self._to_device(ids, torch.long, device)
+            settings.allowed = to_device(ids, torch.long, device)
             settings.allowed_max = ids[-1]
         if params.logit_bias:
             keys = list(params.logit_bias)
-            settings.bias_ids = self._to_device(keys, torch.long, device)
-            settings.bias_values = self._to_device(
+            settings.bias_ids = to_device(keys, torch.long, device)
+            settings.bias_values = to_device(
                 [params.logit_bias[k] for k in keys], torch.float32, device
             )
             settings.bias_max = max(keys)
@@ -420,7 +421,7 @@ class Sampler:
                 best_value, best_index = line.max(dim=0)
                 value, best = float(best_value), int(best_index)
             picked.append(best if value > -math.inf else -1)
-        tokens[self._to_device(rows, torch.long, tokens.device)] = self._to_device(
+        tokens[to_device(rows, torch.long, tokens.device)] = to_device(
             picked, torch.long, tokens.device
         )
 
@@ -447,7 +448,7 @@ class Sampler:
             if settings.banned_early and len(request.output_token_ids) < settings.params.min_tokens:
                 banned = [t for t in settings.banned_early if t < vocab]
                 if banned:
-                    line.index_fill_(0, self._to_device(banned, torch.long, work.device), -math.inf)
+                    line.index_fill_(0, to_device(banned, torch.long, work.device), -math.inf)
         if plan.guided:
             self._apply_grammar(work, plan, requests, vocab)
 
@@ -464,12 +465,18 @@ class Sampler:
             if guide is None:  # invariant: plan.guided lists rows with a guide
                 raise AssertionError("planned a guided row without a guide")
             guides.append(guide)
+        if self._mask_copied is not None:
+            # The pinned buffer is about to be refilled: its last upload must have landed.
+            self._mask_copied.synchronize()
+            self._mask_copied = None
         fill_next_token_bitmask(guides, bitmask, plan.guided)
         if work.device.type != "cpu":
             device_mask = self._buffer("bitmask_device", batch * width, work.device, torch.int32)
-            bitmask = (
-                device_mask[: batch * width].view(batch, width).copy_(bitmask, non_blocking=True)
-            )
+            uploaded = device_mask[: batch * width].view(batch, width)
+            uploaded.copy_(bitmask, non_blocking=True)
+            bitmask = uploaded
+            self._mask_copied = torch.Event(device=work.device)
+            self._mask_copied.record()
         apply_token_bitmask_inplace(work, bitmask, indices=plan.guided, vocab_size=vocab)
 
     def _apply_penalties(
@@ -483,12 +490,12 @@ class Sampler:
         params = [plan.settings[row].params for row in plan.penalized]
         state.apply(
             flat,
-            self._to_device(plan.penalized, torch.long, device),
-            self._to_device(slots, torch.long, device),
+            to_device(plan.penalized, torch.long, device),
+            to_device(slots, torch.long, device),
             vocab,
-            self._to_device([p.repetition_penalty for p in params], torch.float32, device),
-            self._to_device([p.frequency_penalty for p in params], torch.float32, device),
-            self._to_device([p.presence_penalty for p in params], torch.float32, device),
+            to_device([p.repetition_penalty for p in params], torch.float32, device),
+            to_device([p.frequency_penalty for p in params], torch.float32, device),
+            to_device([p.presence_penalty for p in params], torch.float32, device),
         )
 
     def _sync_track(self, request: RequestLike, state: PenaltyState, vocab: int) -> int:
@@ -523,8 +530,8 @@ class Sampler:
             slots.append(track.slot)
         device = drawn.device
         state.record(
-            self._to_device(slots, torch.long, device),
-            drawn.index_select(0, self._to_device(rows, torch.long, device)),
+            to_device(slots, torch.long, device),
+            drawn.index_select(0, to_device(rows, torch.long, device)),
             slots,
         )
 
@@ -534,7 +541,7 @@ class Sampler:
         device = work.device
         for a, b in plan.scaled:
             temps = [plan.settings[row].temperature for row in range(a, b)]
-            apply_temperature(work[a:b], self._to_device(temps, torch.float32, device))
+            apply_temperature(work[a:b], to_device(temps, torch.float32, device))
         start = plan.greedy
         full = plan.plain + plan.thresholded
         if full:
@@ -563,7 +570,7 @@ class Sampler:
             if device.type != "cpu":
                 threshold = full_thresholds(scores[lo:], truncation)
                 part.masked_fill_(scores[lo:] < threshold.unsqueeze(1), 0.0)
-            min_p = self._to_device(list(truncation.min_p), torch.float32, device)
+            min_p = to_device(list(truncation.min_p), torch.float32, device)
             part.masked_fill_(part < min_p.unsqueeze(1), 0.0)
         out.copy_(block_race(weights, plan.generators[first : first + rows]))
 
@@ -630,7 +637,7 @@ class Sampler:
         rows = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
         if not rows:
             return None
-        index = self._to_device(rows, torch.long, logits.device)
+        index = to_device(rows, torch.long, logits.device)
         counts: list[int] = []
         for i in rows:
             count = requests[i].params.logprobs
@@ -673,10 +680,3 @@ class Sampler:
             buffer = torch.empty(size, dtype=dtype, device=device, pin_memory=pin)
             self._buffers[key] = buffer
         return buffer
-
-    @staticmethod
-    def _to_device(values: Sequence[Any], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """A small host list on the device, without a synchronous copy on CUDA."""
-        if device.type == "cpu":
-            return torch.tensor(values, dtype=dtype)
-        return torch.tensor(values, dtype=dtype).pin_memory().to(device, non_blocking=True)
