@@ -264,16 +264,15 @@ def bench_penalties(vocabs: list[int], steps: int) -> list[dict[str, Any]]:
         prompts = [rng.integers(0, vocab, PROMPT).tolist() for _ in range(batch)]
         # Text-like outputs: Zipf-distributed ids repeat, as words do.
         outputs = [(rng.zipf(1.3, length) % vocab).tolist() for _ in range(batch)]
-        rep = torch.full((batch,), 1.1)
-        freq = torch.full((batch,), 0.5)
-        pres = torch.full((batch,), 0.3)
+        rep, freq, pres = [1.1] * batch, [0.5] * batch, [0.3] * batch
+        settings = torch.tensor(rep), torch.tensor(freq), torch.tensor(pres)
         logits = lm_logits(batch, vocab, seed=3)
         state = PenaltyState(torch.device("cpu"))
         slots = [state.acquire() for _ in range(batch)]
         for slot, prompt, output in zip(slots, prompts, outputs):
             state.reset(slot, prompt, output, vocab)
         slot_tensor = torch.tensor(slots)
-        row_tensor = torch.arange(batch)
+        row_list = list(range(batch))
         flat = torch.empty(batch * vocab + 1)
         ours, theirs = [], []
         for _ in range(steps):
@@ -283,11 +282,11 @@ def bench_penalties(vocabs: list[int], steps: int) -> list[dict[str, Any]]:
             flat[:-1].copy_(logits.flatten())
             start = time.perf_counter()
             state.record(slot_tensor, new, slots)
-            state.apply(flat, row_tensor, slot_tensor, vocab, rep, freq, pres)
+            state.apply(flat, row_list, slots, vocab, rep, freq, pres)
             ours.append((time.perf_counter() - start) * 1e3)
             work = logits.clone()
             start = time.perf_counter()
-            rebuild_penalties(work, prompts, outputs, rep, freq, pres)
+            rebuild_penalties(work, prompts, outputs, *settings)
             theirs.append((time.perf_counter() - start) * 1e3)
             assert torch.allclose(work, flat[:-1].view(batch, vocab), atol=1e-4)
         mine, base = statistics.median(ours), statistics.median(theirs)

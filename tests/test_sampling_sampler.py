@@ -477,15 +477,7 @@ def test_penalties_equal_the_vllm_formula_and_transformers() -> None:
     pres = [0.25, 1.0, -0.5, 0.0]
     logits = torch.randn(len(slots), vocab, generator=generator) * 5
     flat = torch.cat([logits.flatten(), torch.zeros(1)])
-    state.apply(
-        flat,
-        torch.arange(len(slots)),
-        torch.tensor(slots),
-        vocab,
-        torch.tensor(rep),
-        torch.tensor(freq),
-        torch.tensor(pres),
-    )
+    state.apply(flat, list(range(len(slots))), slots, vocab, rep, freq, pres)
     got = flat[:-1].view(len(slots), vocab)
     for i, (prompt, output) in enumerate(histories):
         outputs = output + extra[:, i].tolist()

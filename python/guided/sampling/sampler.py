@@ -486,16 +486,15 @@ class Sampler:
         slots: list[int] = []
         for row in plan.penalized:
             slots.append(self._sync_track(requests[plan.order[row]], state, vocab))
-        device = flat.device
         params = [plan.settings[row].params for row in plan.penalized]
         state.apply(
             flat,
-            to_device(plan.penalized, torch.long, device),
-            to_device(slots, torch.long, device),
+            plan.penalized,
+            slots,
             vocab,
-            to_device([p.repetition_penalty for p in params], torch.float32, device),
-            to_device([p.frequency_penalty for p in params], torch.float32, device),
-            to_device([p.presence_penalty for p in params], torch.float32, device),
+            [p.repetition_penalty for p in params],
+            [p.frequency_penalty for p in params],
+            [p.presence_penalty for p in params],
         )
 
     def _sync_track(self, request: RequestLike, state: PenaltyState, vocab: int) -> int:
