@@ -523,6 +523,9 @@ def test_settings_checked_against_the_batch() -> None:
         )
     with pytest.raises(ValueError, match="requests"):
         Sampler().sample_device(logits, [])
+    twice = [Request("a", SamplingParams(), []), Request("a", SamplingParams(), [])]
+    with pytest.raises(ValueError, match="twice"):
+        Sampler().sample_device(torch.zeros(2, 10), twice)
     with pytest.raises(ValueError, match="2-D"):
         Sampler().sample_device(logits[0], [Request("a", SamplingParams(), [])])
     with pytest.raises(ValueError, match="max_logprobs"):

@@ -10,14 +10,16 @@ same sets are computed without that sort:
 * every rule is a function of a token's score alone, so each leaves the tokens scoring at least
   some value: a per-row *threshold*, and the survivors are a prefix of the row in descending order;
 * that prefix is usually short (tens to hundreds of tokens out of 152k), so it is found from a
-  *window*, the ``M`` best scores of the row from ``torch.topk``, plus one score beyond it (the
-  sentinel). Top-k reads its threshold off the window. Top-p needs, for each window score, the
-  probability mass of the strictly better tokens: a running sum over the window, taken at the
-  start of each tie group, against ``p`` times the mass of the whole (top-k truncated) row, which is
-  one fused reduction over the row. Min-p compares ``exp(score - max)`` with ``min_p``;
+  *window*, the ``M`` best scores of the row (``top_scores``: group maxima, then a ``topk`` over
+  the few groups that can hold them), plus one score beyond it (the sentinel). Top-k reads its
+  threshold off the window. Top-p needs, for each window score, the probability mass of the
+  strictly better tokens: a running sum over the window, taken at the start of each tie group,
+  against ``p`` times the mass of the whole (top-k truncated) row, one reduction over the row.
+  Min-p compares ``exp(score - max)`` with ``min_p``;
 * the window is enough when the sentinel is removed by some rule: then every token outside the
-  window is removed too. Otherwise the window grows eightfold, up to the whole row (which is the
-  sort). Real distributions resolve in the first window; flat ones pay what a sort costs.
+  window is removed too. Otherwise the window grows (eightfold, or at once to the size the missing
+  top-p mass suggests), up to the whole row, which is the sort. Real distributions resolve in the
+  first window; flat ones pay what a sort costs.
 
 Ties are kept or removed together: a token's fate depends on its score only. Transformers sorts
 with an unstable sort, so where a tie group straddles the top-p boundary it keeps an arbitrary part

@@ -21,8 +21,10 @@ contiguous slice, a view, and touches only the rows that need it; the copy doubl
 conversion and leaves the caller's logits untouched. The host plans the groups from the requests'
 settings (cached per request), never from tensor values, so on CUDA the whole of ``sample_device``
 is queued without a single host sync. On the CPU, where a sync costs nothing and a pass over a
-152k-wide row is what costs, truncation uses windows of the best scores and the draw races over the
-survivors only, so a top-p row costs one ``topk`` and one reduction rather than a sort.
+152k-wide row is what costs, greedy rows that nothing modifies are read in place, truncation uses
+windows of the best scores (found through group maxima) and the draw races over the survivors
+only: a top-p row costs a handful of streaming passes (its maximum, its mass, its group maxima)
+rather than a sort, a plain row four (maximum, subtraction, exponential, block sums).
 
 A row with no allowed token (a grammar and ``allowed_token_ids`` that exclude each other, or a
 grammar that only allows EOS while ``min_tokens`` bans it) draws ``-1``; ``__call__`` gives it an
@@ -67,6 +69,7 @@ class _Settings:
     """What the sampler derives once from a request's settings."""
 
     params: SamplingParams
+    device: torch.device
     greedy: bool
     temperature: float
     top_k: int
@@ -241,6 +244,8 @@ class Sampler:
         device: torch.device,
         generators: Mapping[str, torch.Generator],
     ) -> _Plan:
+        if len({r.request_id for r in requests}) != len(requests):
+            raise ValueError("a request appears twice in the batch (request ids must be unique)")
         cpu = device.type == "cpu"
         direct: list[int] = []
         greedy: list[int] = []
@@ -316,7 +321,7 @@ class Sampler:
     def _settings_of(self, request: RequestLike, vocab: int, device: torch.device) -> _Settings:
         cached = self._settings.get(request.request_id)
         params = request.params
-        if cached is None or cached.params is not params:
+        if cached is None or cached.params is not params or cached.device != device:
             cached = self._derive(request, device)
             self._settings[request.request_id] = cached
         if cached.allowed_max >= vocab:
@@ -347,6 +352,7 @@ class Sampler:
             banned.update(request.eos_token_ids)
         settings = _Settings(
             params=params,
+            device=device,
             greedy=params.greedy,
             temperature=params.temperature,
             top_k=params.top_k,
