@@ -35,6 +35,13 @@ from transformers.generation.logits_process import (
 SIGNIFICANCE = 1e-6
 
 
+def make_sampler(sync_free: bool = False) -> Sampler:
+    """A sampler; ``sync_free`` runs, on the CPU, the code paths it takes on a CUDA device."""
+    sampler = Sampler()
+    sampler._sync_free_override = sync_free
+    return sampler
+
+
 @contextlib.contextmanager
 def patched(module: object, name: str, value: object) -> Iterator[None]:
     saved = getattr(module, name)
@@ -171,12 +178,14 @@ def requests_and_logits(draw: st.DrawFn) -> tuple[torch.Tensor, list[Request]]:
     return logits, requests
 
 
-@settings(max_examples=200)
-@given(requests_and_logits())
-def test_draws_only_what_the_definitions_allow(batch: tuple[torch.Tensor, list[Request]]) -> None:
+@settings(max_examples=120)
+@given(requests_and_logits(), st.booleans())
+def test_draws_only_what_the_definitions_allow(
+    batch: tuple[torch.Tensor, list[Request]], sync_free: bool
+) -> None:
     logits, requests = batch
     raw = logits.clone()
-    sampler = Sampler()
+    sampler = make_sampler(sync_free)
     for _ in range(3):
         drawn = sampler.sample_device(logits, requests).tolist()
         assert torch.equal(logits, raw), "the caller's logits must not change"
@@ -201,12 +210,13 @@ def test_draws_only_what_the_definitions_allow(batch: tuple[torch.Tensor, list[R
 def test_greedy_is_the_first_argmax(rows: list[list[float]]) -> None:
     logits = torch.tensor(rows)
     requests = [Request(f"g{i}", SamplingParams(temperature=0.0), []) for i in range(len(rows))]
-    drawn = Sampler().sample_device(logits, requests).tolist()
-    for row, token in zip(rows, drawn):
-        if max(row) == -math.inf:
-            assert token == -1
-        else:
-            assert token == row.index(max(row))
+    for sync_free in (False, True):
+        drawn = make_sampler(sync_free).sample_device(logits, requests).tolist()
+        for row, token in zip(rows, drawn):
+            if max(row) == -math.inf:
+                assert token == -1
+            else:
+                assert token == row.index(max(row))
 
 
 def _chi_square(counts: Sequence[int], probs: Sequence[float]) -> float:
@@ -284,15 +294,27 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("seeded", [False, True])
-@pytest.mark.parametrize(("name", "raw", "params", "bucket"), CASES, ids=[c[0] for c in CASES])
+# Every case on the host path, seeded and not; the truncated ones also on the sync-free path
+# (the block race is the same code on both).
+FREQUENCY_RUNS = [
+    pytest.param(*case, seeded, False, id=f"{case[0]}{'-seeded' if seeded else ''}")
+    for case in CASES
+    for seeded in (False, True)
+] + [
+    pytest.param(*case, False, True, id=f"{case[0]}-sync-free")
+    for case in CASES
+    if not case[0].startswith("block race")
+]
+
+
+@pytest.mark.parametrize(("name", "raw", "params", "bucket", "seeded", "sync_free"), FREQUENCY_RUNS)
 def test_draw_frequencies_match_the_distribution(
-    name: str, raw: torch.Tensor, params: SamplingParams, bucket: int, seeded: bool
+    name: str, raw: torch.Tensor, params: SamplingParams, bucket: int, seeded: bool, sync_free: bool
 ) -> None:
     rows, steps = 2000, 10
     torch.manual_seed(12345)
     logits = raw.unsqueeze(0).expand(rows, -1).contiguous()
-    sampler = Sampler()
+    sampler = make_sampler(sync_free)
     requests = [
         Request(f"c{i}", SamplingParams(**{**_fields(params), "seed": i if seeded else None}), [])
         for i in range(rows)
@@ -346,16 +368,19 @@ SEEDED = [
 ]
 
 
-@pytest.mark.parametrize(("vocab", "ties"), [(300, False), (300, True), (2 * BLOCK + 11, False)])
+@pytest.mark.parametrize(
+    ("vocab", "ties", "sync_free"),
+    [(300, False, False), (300, True, False), (2 * BLOCK + 11, False, False), (300, True, True)],
+)
 @pytest.mark.parametrize("target", SEEDED, ids=["plain", "top-p", "top-k+min-p", "min-p+penalties"])
 def test_seeded_request_draws_the_same_alone_or_in_a_batch(
-    target: SamplingParams, vocab: int, ties: bool
+    target: SamplingParams, vocab: int, ties: bool, sync_free: bool
 ) -> None:
     steps = 12
 
     def run(batch_sizes: Sequence[int], seed: int) -> list[int]:
         rng = np.random.default_rng(seed)
-        sampler = Sampler()
+        sampler = make_sampler(sync_free)
         mine = Request("mine", target, [1, 2, 3])
         for step in range(steps):
             others = [
@@ -492,7 +517,8 @@ def test_penalties_equal_the_vllm_formula_and_transformers() -> None:
         assert torch.equal(got[i], want)
 
 
-def test_processors() -> None:
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_processors(sync_free: bool) -> None:
     vocab = 30
     logits = torch.zeros(4, vocab)
     logits[:, 5] = 10.0  # the model's favourite is token 5, which is also EOS and a stop id
@@ -504,7 +530,7 @@ def test_processors() -> None:
         ),
         Request("allowed", SamplingParams(allowed_token_ids=[17, 29]), []),
     ]
-    sampler = Sampler()
+    sampler = make_sampler(sync_free)
     drawn = sampler.sample_device(logits, requests).tolist()
     assert drawn[0] != 5 and drawn[1] != 5 and drawn[2] == 5 and drawn[3] in (17, 29)
     requests[0].output_token_ids.extend([0, 0])
@@ -532,7 +558,8 @@ def test_settings_checked_against_the_batch() -> None:
         Sampler(max_logprobs=-1)
 
 
-def test_bad_logits_never_leak_through_a_mask() -> None:
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_bad_logits_never_leak_through_a_mask(sync_free: bool) -> None:
     logits = torch.full((4, 50), math.nan)
     logits[1, 3] = math.inf
     logits[2, 7] = 1.0
@@ -545,7 +572,7 @@ def test_bad_logits_never_leak_through_a_mask() -> None:
         Request("guided", SamplingParams(), [], guide=MaskGuide(mask)),
         Request("all-inf", SamplingParams(top_p=0.5), [], guide=MaskGuide(mask)),
     ]
-    drawn = Sampler().sample_device(logits, requests).tolist()
+    drawn = make_sampler(sync_free).sample_device(logits, requests).tolist()
     assert drawn[0] == -1 and drawn[1] == 3 and drawn[2] == -1 and drawn[3] in (10, 20)
 
 

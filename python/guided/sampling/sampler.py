@@ -134,6 +134,9 @@ class Sampler:
         self._vocab: int | None = None
         self._buffers: dict[str, torch.Tensor] = {}
         self._mask_copied: torch.Event | None = None
+        #: Whether to plan without host syncs; ``None`` decides by device (CUDA: yes). Forcing it
+        #: on the CPU runs the device code paths, which is how the tests cover them.
+        self._sync_free_override: bool | None = None
 
     # ----------------------------------------------------------------------------- public API
 
@@ -214,7 +217,7 @@ class Sampler:
                 torch.index_select(logits, 0, order, out=work)
             else:
                 work.copy_(logits.index_select(0, order))
-            if device.type != "cpu":
+            if self._sync_free(device):
                 # No host checks on a device: make every row safe up front (cheap there).
                 torch.nan_to_num_(
                     work, nan=-math.inf, posinf=_POSITIVE_INFINITY_AS, neginf=-math.inf
@@ -246,7 +249,7 @@ class Sampler:
     ) -> _Plan:
         if len({r.request_id for r in requests}) != len(requests):
             raise ValueError("a request appears twice in the batch (request ids must be unique)")
-        cpu = device.type == "cpu"
+        host_checks = not self._sync_free(device)
         direct: list[int] = []
         greedy: list[int] = []
         plain: list[int] = []
@@ -269,12 +272,12 @@ class Sampler:
                 processed.add(i)
             if settings.greedy:
                 untouched = not (has_processors or settings.penalized or request.guide is not None)
-                (direct if cpu and untouched else greedy).append(i)
+                (direct if host_checks and untouched else greedy).append(i)
                 continue
             uses_k = 0 < settings.top_k < vocab
             if not (uses_k or settings.top_p < 1.0 or settings.min_p > 0.0):
                 plain.append(i)
-            elif cpu and (uses_k or settings.top_p < 1.0):
+            elif host_checks and (uses_k or settings.top_p < 1.0):
                 windowed.append(i)
             else:
                 thresholded.append(i)
@@ -433,7 +436,7 @@ class Sampler:
 
     def _greedy(self, rows: torch.Tensor, out: torch.Tensor) -> None:
         value, best = rows.max(dim=1)
-        if rows.device.type == "cpu" and bool(value.isnan().any()):
+        if not self._sync_free(rows.device) and bool(value.isnan().any()):
             self._sanitized(rows, value)
             value, best = rows.max(dim=1)
         out.copy_(torch.where(value > -math.inf, best, -1))
@@ -560,7 +563,8 @@ class Sampler:
         device = scores.device
         first = plan.greedy
         top = scores.amax(dim=1)
-        if device.type == "cpu":
+        sync_free = self._sync_free(device)
+        if not sync_free:
             top = self._sanitized(scores, top)
         weights = self._buffer("weights", rows * vocab, device)[: rows * vocab].view(rows, vocab)
         torch.sub(scores, torch.where(top > -math.inf, top, 0.0).unsqueeze(1), out=weights)
@@ -572,7 +576,7 @@ class Sampler:
                 [s.top_k for s in sub], [s.top_p for s in sub], [s.min_p for s in sub]
             )
             part = weights[lo:]
-            if device.type != "cpu":
+            if sync_free:
                 threshold = full_thresholds(scores[lo:], truncation)
                 part.masked_fill_(scores[lo:] < threshold.unsqueeze(1), 0.0)
             min_p = to_device(list(truncation.min_p), torch.float32, device)
@@ -661,6 +665,11 @@ class Sampler:
             return False
         params = request.params
         return not params.ignore_eos and len(request.output_token_ids) + 1 >= params.min_tokens
+
+    def _sync_free(self, device: torch.device) -> bool:
+        if self._sync_free_override is not None:
+            return self._sync_free_override
+        return device.type != "cpu"
 
     def _reset_vocabulary(self, vocab: int) -> None:
         """Token statistics are tied to a vocabulary width: start them over when it changes."""
