@@ -16,6 +16,7 @@
 
 pub mod bitmask;
 pub mod error;
+pub mod json_schema;
 pub mod regex;
 pub mod trie;
 
