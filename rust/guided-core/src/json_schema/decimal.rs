@@ -39,7 +39,12 @@ impl Decimal {
     /// The integer `v`.
     pub(crate) fn from_i128(v: i128) -> Decimal {
         let neg = v < 0;
-        let digits = v.unsigned_abs().to_string().bytes().map(|b| b - b'0').collect();
+        let digits = v
+            .unsigned_abs()
+            .to_string()
+            .bytes()
+            .map(|b| b - b'0')
+            .collect();
         Decimal::normalized(neg, digits, 0)
     }
 
@@ -328,18 +333,15 @@ impl Ord for Decimal {
                 Ordering::Greater
             };
         }
-        let abs = self
-            .magnitude()
-            .cmp(&other.magnitude())
-            .then_with(|| {
-                let top = self.magnitude();
-                let bottom = self.exp.min(other.exp);
-                (bottom..=top)
-                    .rev()
-                    .map(|p| self.digit_at(p).cmp(&other.digit_at(p)))
-                    .find(|o| *o != Ordering::Equal)
-                    .unwrap_or(Ordering::Equal)
-            });
+        let abs = self.magnitude().cmp(&other.magnitude()).then_with(|| {
+            let top = self.magnitude();
+            let bottom = self.exp.min(other.exp);
+            (bottom..=top)
+                .rev()
+                .map(|p| self.digit_at(p).cmp(&other.digit_at(p)))
+                .find(|o| *o != Ordering::Equal)
+                .unwrap_or(Ordering::Equal)
+        });
         if self.neg {
             abs.reverse()
         } else {
@@ -376,7 +378,9 @@ mod tests {
 
     #[test]
     fn ordering_matches_floats() {
-        let vals = ["-10", "-1.5", "-1", "-0.5", "0", "0.001", "0.5", "1", "1.25", "2", "10", "1e3"];
+        let vals = [
+            "-10", "-1.5", "-1", "-0.5", "0", "0.001", "0.5", "1", "1.25", "2", "10", "1e3",
+        ];
         for (i, a) in vals.iter().enumerate() {
             for (j, b) in vals.iter().enumerate() {
                 assert_eq!(d(a).cmp(&d(b)), i.cmp(&j), "{a} vs {b}");
@@ -400,12 +404,17 @@ mod tests {
 
     #[test]
     fn from_json_numbers() {
-        let v: serde_json::Value = serde_json::from_str("[0.1, 18446744073709551615, -7, 1e300]").unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str("[0.1, 18446744073709551615, -7, 1e300]").unwrap();
         let got: Vec<String> = v
             .as_array()
             .unwrap()
             .iter()
-            .map(|n| Decimal::from_json(n.as_number().unwrap()).unwrap().to_plain())
+            .map(|n| {
+                Decimal::from_json(n.as_number().unwrap())
+                    .unwrap()
+                    .to_plain()
+            })
             .collect();
         assert_eq!(got[0], "0.1");
         assert_eq!(got[1], "18446744073709551615");

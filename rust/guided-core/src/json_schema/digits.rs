@@ -16,7 +16,18 @@ pub(crate) type DigitSpelling = fn(u32) -> &'static [char];
 
 /// Decimal digits spell themselves.
 pub(crate) fn decimal_digit(d: u32) -> &'static [char] {
-    const D: [[char; 1]; 10] = [['0'], ['1'], ['2'], ['3'], ['4'], ['5'], ['6'], ['7'], ['8'], ['9']];
+    const D: [[char; 1]; 10] = [
+        ['0'],
+        ['1'],
+        ['2'],
+        ['3'],
+        ['4'],
+        ['5'],
+        ['6'],
+        ['7'],
+        ['8'],
+        ['9'],
+    ];
     &D[d as usize % 10]
 }
 
@@ -52,7 +63,13 @@ pub(crate) fn digit_class(lo: u32, hi: u32, spell: DigitSpelling) -> Hir {
 /// Strings of exactly `width` digits in `base` whose value is in `lo..=hi` (leading zeros
 /// included: the width is fixed). Matches nothing when `lo > hi`; the caller keeps
 /// `hi < base^width`.
-pub(crate) fn fixed_width_range(lo: u64, hi: u64, width: u32, base: u64, spell: DigitSpelling) -> Hir {
+pub(crate) fn fixed_width_range(
+    lo: u64,
+    hi: u64,
+    width: u32,
+    base: u64,
+    spell: DigitSpelling,
+) -> Hir {
     if lo > hi {
         return Hir::nothing();
     }
@@ -81,7 +98,10 @@ pub(crate) fn fixed_width_range(lo: u64, hi: u64, width: u32, base: u64, spell: 
         ]));
     }
     if mid_lo <= mid_hi {
-        alts.push(Hir::concat([digit_class(mid_lo as u32, mid_hi as u32, spell), full(width - 1)]));
+        alts.push(Hir::concat([
+            digit_class(mid_lo as u32, mid_hi as u32, spell),
+            full(width - 1),
+        ]));
     }
     if hi_rest != place - 1 {
         alts.push(Hir::concat([
@@ -99,11 +119,23 @@ mod tests {
 
     #[test]
     fn decimal_ranges_are_exact() {
-        for (lo, hi) in [(0u64, 999u64), (5, 5), (7, 342), (100, 199), (99, 100), (0, 0), (123, 987)] {
+        for (lo, hi) in [
+            (0u64, 999u64),
+            (5, 5),
+            (7, 342),
+            (100, 199),
+            (99, 100),
+            (0, 0),
+            (123, 987),
+        ] {
             let h = fixed_width_range(lo, hi, 3, 10, decimal_digit);
             for v in 0..1000u64 {
                 let s = format!("{v:03}");
-                assert_eq!(matches(&h, &s), (lo..=hi).contains(&v), "{lo}..={hi} on {s}: {h}");
+                assert_eq!(
+                    matches(&h, &s),
+                    (lo..=hi).contains(&v),
+                    "{lo}..={hi} on {s}: {h}"
+                );
             }
         }
     }
@@ -111,7 +143,13 @@ mod tests {
     #[test]
     fn hex_ranges_accept_both_cases() {
         let h = fixed_width_range(0x7f, 0xd7ff, 4, 16, hex_digit);
-        for (s, ok) in [("007f", true), ("00FF", true), ("d7Ff", true), ("d800", false), ("007e", false)] {
+        for (s, ok) in [
+            ("007f", true),
+            ("00FF", true),
+            ("d7Ff", true),
+            ("d800", false),
+            ("007e", false),
+        ] {
             assert_eq!(matches(&h, s), ok, "{s}");
         }
         for v in (0..0x10000u64).step_by(97) {

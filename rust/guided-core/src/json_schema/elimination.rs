@@ -112,14 +112,20 @@ impl SmallDfa {
 pub(crate) fn hir_size(h: &Hir) -> usize {
     match h {
         Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,
-        Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => 1 + v.iter().map(hir_size).sum::<usize>(),
+        Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => {
+            1 + v.iter().map(hir_size).sum::<usize>()
+        }
         Hir::Repeat { sub, .. } | Hir::Complement(sub) => 1 + hir_size(sub),
     }
 }
 
 /// An expression for the language of `dfa`, spelling symbol `s` as `symbol(s)`; `None` when the
 /// expression would exceed `max_nodes`.
-pub(crate) fn eliminate(dfa: &SmallDfa, symbol: &dyn Fn(usize) -> Hir, max_nodes: usize) -> Option<Hir> {
+pub(crate) fn eliminate(
+    dfa: &SmallDfa,
+    symbol: &dyn Fn(usize) -> Hir,
+    max_nodes: usize,
+) -> Option<Hir> {
     let n = dfa.len();
     // States that can still reach acceptance; the others only carry dead transitions.
     let mut live = dfa.accept.clone();
@@ -165,7 +171,10 @@ pub(crate) fn eliminate(dfa: &SmallDfa, symbol: &dyn Fn(usize) -> Hir, max_nodes
             let outs = edges.keys().filter(|&&(i, j)| i == k && j != k).count();
             ins * outs
         };
-        let (pos, &k) = remaining.iter().enumerate().min_by_key(|&(_, &k)| cost(k))?;
+        let (pos, &k) = remaining
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &k)| cost(k))?;
         remaining.swap_remove(pos);
         let loop_star = edges
             .remove(&(k, k))
@@ -184,7 +193,12 @@ pub(crate) fn eliminate(dfa: &SmallDfa, symbol: &dyn Fn(usize) -> Hir, max_nodes
         edges.retain(|&(i, j), _| i != k && j != k);
         for (i, a) in &ins {
             for (j, b) in &outs {
-                add(&mut edges, *i, *j, Hir::concat([a.clone(), loop_star.clone(), b.clone()]));
+                add(
+                    &mut edges,
+                    *i,
+                    *j,
+                    Hir::concat([a.clone(), loop_star.clone(), b.clone()]),
+                );
             }
         }
         if edges.values().map(hir_size).sum::<usize>() > max_nodes {
@@ -209,7 +223,12 @@ mod tests {
             }
         }
         dfa.accept[0] = true;
-        let h = eliminate(&dfa.minimize(), &|s| Hir::literal(if s == 0 { "0" } else { "1" }), 10_000).unwrap();
+        let h = eliminate(
+            &dfa.minimize(),
+            &|s| Hir::literal(if s == 0 { "0" } else { "1" }),
+            10_000,
+        )
+        .unwrap();
         for v in 0u32..200 {
             let s = format!("{v:b}");
             assert_eq!(matches(&h, &s), v % 3 == 0, "{s}: {h}");

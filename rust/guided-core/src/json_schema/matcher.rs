@@ -72,7 +72,9 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
             for (i, child) in v.iter().enumerate() {
                 let d = derive(child, c);
                 if !d.is_nothing() {
-                    alts.push(Hir::concat(std::iter::once(d).chain(v[i + 1..].iter().cloned())));
+                    alts.push(Hir::concat(
+                        std::iter::once(d).chain(v[i + 1..].iter().cloned()),
+                    ));
                 }
                 if !nullable(child) {
                     break;
@@ -90,7 +92,11 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
                 return d;
             }
             // A nullable body can stand in for the missing iterations, so the minimum drops to 0.
-            let min = if nullable(sub) { 0 } else { min.saturating_sub(1) };
+            let min = if nullable(sub) {
+                0
+            } else {
+                min.saturating_sub(1)
+            };
             let max = max.map(|m| m - 1);
             Hir::concat([d, Hir::repeat((**sub).clone(), min, max)])
         }

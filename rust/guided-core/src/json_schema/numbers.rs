@@ -157,7 +157,10 @@ pub(crate) fn number_language(spec: &NumberSpec) -> Result<Hir> {
 fn split_by_sign(
     lo: Option<&Bound>,
     hi: Option<&Bound>,
-) -> (Option<(Bound, Option<Bound>)>, Option<(Bound, Option<Bound>)>) {
+) -> (
+    Option<(Bound, Option<Bound>)>,
+    Option<(Bound, Option<Bound>)>,
+) {
     let zero = || Bound {
         value: Decimal::zero(),
         strict: false,
@@ -288,7 +291,10 @@ pub(crate) fn plain_texts_of(v: &Decimal) -> Hir {
     let body = if v.is_integer() {
         Hir::concat([
             Hir::literal(&text),
-            Hir::optional(Hir::concat([Hir::literal("."), Hir::repeat(Hir::literal("0"), 1, None)])),
+            Hir::optional(Hir::concat([
+                Hir::literal("."),
+                Hir::repeat(Hir::literal("0"), 1, None),
+            ])),
         ])
     } else {
         Hir::concat([Hir::literal(&text), zeros])
@@ -364,7 +370,11 @@ impl Layout {
     /// The digits that may stand at stream index `i`; `None` past the last fraction digit.
     fn digits_at(&self, i: usize) -> Option<(u32, u32)> {
         if i < self.n_int {
-            return Some(if i == 0 && self.first_nonzero { (1, 9) } else { (0, 9) });
+            return Some(if i == 0 && self.first_nonzero {
+                (1, 9)
+            } else {
+                (0, 9)
+            });
         }
         let j = i - self.n_int;
         if self.max_frac.is_some_and(|m| j >= m) {
@@ -430,12 +440,20 @@ impl Layout {
             match (l, h) {
                 (Some(l), Some(h)) if l == h => {
                     if within(l) {
-                        alts.push(Hir::concat([dot.clone(), digit(l), self.gen(i + 1, lo, hi)]));
+                        alts.push(Hir::concat([
+                            dot.clone(),
+                            digit(l),
+                            self.gen(i + 1, lo, hi),
+                        ]));
                     }
                 }
                 _ => {
                     if let Some(l) = l.filter(|&l| within(l)) {
-                        alts.push(Hir::concat([dot.clone(), digit(l), self.gen(i + 1, lo, None)]));
+                        alts.push(Hir::concat([
+                            dot.clone(),
+                            digit(l),
+                            self.gen(i + 1, lo, None),
+                        ]));
                     }
                     if let Some(h) = h.filter(|&h| within(h)) {
                         alts.push(Hir::concat([dot, digit(h), self.gen(i + 1, None, hi)]));
@@ -488,7 +506,11 @@ impl Layout {
                         alts.push(Hir::concat([
                             Hir::repeat(digit(0), k as u32, Some(k as u32)),
                             digit_class(1, 9, decimal_digit),
-                            Hir::repeat(any_digit(), (rest - k - 1) as u32, Some((rest - k - 1) as u32)),
+                            Hir::repeat(
+                                any_digit(),
+                                (rest - k - 1) as u32,
+                                Some((rest - k - 1) as u32),
+                            ),
                             self.tail(self.n_int, Tail::Any),
                         ]));
                     }
@@ -516,7 +538,8 @@ impl Layout {
     fn frac_tail(&self, j: usize, min_len: usize, kind: Tail) -> Hir {
         let room = self.max_frac.map(|m| m.saturating_sub(j));
         let free = self.zero_from.map(|z| z.saturating_sub(j));
-        let rep = |h: Hir, lo: usize, hi: Option<usize>| Hir::repeat(h, lo as u32, hi.map(|x| x as u32));
+        let rep =
+            |h: Hir, lo: usize, hi: Option<usize>| Hir::repeat(h, lo as u32, hi.map(|x| x as u32));
         match kind {
             Tail::Zeros => rep(digit(0), min_len, room),
             Tail::Any => match free {
@@ -566,7 +589,12 @@ impl Layout {
 
 /// Plain texts (no sign) of magnitudes in `[lo, hi]`; `hi = None` is unbounded. `zero_from`
 /// forces fraction digits from that index on to be zero; `max_frac` caps their number.
-fn plain_magnitudes(lo: &Bound, hi: Option<&Bound>, zero_from: Option<usize>, max_frac: Option<usize>) -> Hir {
+fn plain_magnitudes(
+    lo: &Bound,
+    hi: Option<&Bound>,
+    zero_from: Option<usize>,
+    max_frac: Option<usize>,
+) -> Hir {
     let lo_active = !(lo.value.is_zero() && !lo.strict);
     // Integer-digit counts that can reach the bounds.
     let n_of = |v: &Decimal| -> usize {
@@ -620,11 +648,18 @@ fn plain_magnitudes(lo: &Bound, hi: Option<&Bound>, zero_from: Option<usize>, ma
         if free_to.is_none_or(|t| from <= t) {
             lens.push(Hir::concat([
                 digit_class(1, 9, decimal_digit),
-                Hir::repeat(any_digit(), (from - 1) as u32, free_to.map(|t| (t - 1) as u32)),
+                Hir::repeat(
+                    any_digit(),
+                    (from - 1) as u32,
+                    free_to.map(|t| (t - 1) as u32),
+                ),
             ]));
         }
         // The fraction rules do not depend on the integer part's length.
-        alts.push(Hir::concat([Hir::alternation(lens), layout(free_from).fraction()]));
+        alts.push(Hir::concat([
+            Hir::alternation(lens),
+            layout(free_from).fraction(),
+        ]));
     }
     Hir::alternation(alts)
 }
@@ -684,7 +719,9 @@ fn exponent_magnitudes(lo: &Bound, hi: Option<&Bound>, integer: bool) -> Hir {
     special.extend(e_max);
     if integer {
         let from = e_min.unwrap_or(0).max(0);
-        let to = e_max.map_or(MAX_MANTISSA_FRACTION as i64 - 1, |b| b.min(MAX_MANTISSA_FRACTION as i64 - 1));
+        let to = e_max.map_or(MAX_MANTISSA_FRACTION as i64 - 1, |b| {
+            b.min(MAX_MANTISSA_FRACTION as i64 - 1)
+        });
         special.extend(from..=to);
     }
     special.sort_unstable();
@@ -751,13 +788,23 @@ fn exponent_text(lo: Option<i64>, hi: Option<i64>) -> Hir {
     if lo.is_none_or(|l| l <= n_hi) {
         let mag_lo = -n_hi;
         let mag_hi = lo.map(|l| -l);
-        alts.push(Hir::concat([Hir::literal("-"), zeros(), canonical(mag_lo, mag_hi)]));
+        alts.push(Hir::concat([
+            Hir::literal("-"),
+            zeros(),
+            canonical(mag_lo, mag_hi),
+        ]));
     }
     if lo.is_none_or(|l| l <= 0) && hi.is_none_or(|h| h >= 0) {
-        alts.push(Hir::concat([Hir::literal("-"), Hir::repeat(Hir::literal("0"), 1, None)]));
+        alts.push(Hir::concat([
+            Hir::literal("-"),
+            Hir::repeat(Hir::literal("0"), 1, None),
+        ]));
     }
     Hir::concat([
-        Hir::class(crate::regex::ClassSet::from_ranges([('e' as u32, 'e' as u32), ('E' as u32, 'E' as u32)])),
+        Hir::class(crate::regex::ClassSet::from_ranges([
+            ('e' as u32, 'e' as u32),
+            ('E' as u32, 'E' as u32),
+        ])),
         Hir::alternation(alts),
     ])
 }
@@ -827,7 +874,10 @@ mod tests {
     }
 
     fn bound(s: &str, strict: bool) -> Option<Bound> {
-        Some(Bound { value: d(s), strict })
+        Some(Bound {
+            value: d(s),
+            strict,
+        })
     }
 
     /// Every admitted text of length up to 4 over the characters numbers use (plus a sample of
@@ -836,7 +886,7 @@ mod tests {
         let alphabet = ['0', '1', '2', '5', '9', '.', '-', 'e'];
         let mut out = vec![String::new()];
         let mut frontier = vec![String::new()];
-        for _ in 0..5 {
+        for _ in 0..4 {
             let mut next = Vec::new();
             for s in &frontier {
                 for c in alphabet {
@@ -848,7 +898,11 @@ mod tests {
             out.extend(next.iter().cloned());
             frontier = next;
         }
-        for extra in ["1e+16", "1.5e+16", "2.5e3", "1.2e1", "12.50", "100.0", "-100", "1E-05", "9.999"] {
+        for extra in [
+            "1e+16", "1.5e+16", "2.5e3", "1.2e1", "12.50", "100.0", "-100", "1E-05", "9.999",
+            "-0.0", "0.25", "-1.50", "99.9", "120", "121", "999", "1000", "10000", "-99", "-100.5",
+            "2.999", "18.5", "1e-07", "-2.5e-1",
+        ] {
             out.push(extra.to_string());
         }
         out
@@ -923,19 +977,32 @@ mod tests {
 
     #[test]
     fn bounds_on_integers() {
-        for (lo, hi) in [("-5", "120"), ("0.5", "9.5"), ("10", "10"), ("-99", "-10"), ("1", "1e4")] {
+        for (lo, hi) in [
+            ("-5", "120"),
+            ("0.5", "9.5"),
+            ("10", "10"),
+            ("-99", "-10"),
+            ("1", "1e4"),
+        ] {
             let (l, h) = (d(lo), d(hi));
             check(spec(true, bound(lo, false), bound(hi, false), true), |v| {
                 v.is_integer() && *v >= l && *v <= h
             });
         }
         let l = d("3");
-        check(spec(true, bound("3", true), None, true), |v| v.is_integer() && *v > l);
+        check(spec(true, bound("3", true), None, true), |v| {
+            v.is_integer() && *v > l
+        });
     }
 
     #[test]
     fn multiples() {
-        for (k, lo, hi) in [("0.5", None, None), ("3", None, None), ("0.01", None, None), ("2", Some("-9"), Some("9"))] {
+        for (k, lo, hi) in [
+            ("0.5", None, None),
+            ("3", None, None),
+            ("0.01", None, None),
+            ("2", Some("-9"), Some("9")),
+        ] {
             let step = d(k);
             let (l, h) = (lo.map(d), hi.map(d));
             let spec = NumberSpec {
@@ -947,20 +1014,31 @@ mod tests {
                 max_nodes: 100_000,
             };
             check(spec, |v| {
-                is_multiple(v, &step) && l.as_ref().is_none_or(|l| v >= l) && h.as_ref().is_none_or(|h| v <= h)
+                is_multiple(v, &step)
+                    && l.as_ref().is_none_or(|l| v >= l)
+                    && h.as_ref().is_none_or(|h| v <= h)
             });
         }
     }
 
     fn is_multiple(v: &Decimal, k: &Decimal) -> bool {
         let scale = -v.exponent().min(k.exponent()).min(0);
-        let (a, b) = (v.to_scaled_i128(scale).unwrap(), k.to_scaled_i128(scale).unwrap());
+        let (a, b) = (
+            v.to_scaled_i128(scale).unwrap(),
+            k.to_scaled_i128(scale).unwrap(),
+        );
         a % b == 0
     }
 
     #[test]
     fn big_bounds_stay_exact() {
-        let h = number_language(&spec(true, bound("0", false), bound("18446744073709551615", false), false)).unwrap();
+        let h = number_language(&spec(
+            true,
+            bound("0", false),
+            bound("18446744073709551615", false),
+            false,
+        ))
+        .unwrap();
         assert!(matches(&h, "18446744073709551615"));
         assert!(!matches(&h, "18446744073709551616"));
         assert!(matches(&h, "18446744073709551614.000"));

@@ -212,7 +212,11 @@ impl<'a> Document<'a> {
             let id_key = if draft == Draft::D4 { "id" } else { "$id" };
             let mut base = base;
             let ref_hides_id = draft.ref_overrides_siblings() && obj.contains_key("$ref");
-            if let Some(id) = obj.get(id_key).and_then(Value::as_str).filter(|_| !ref_hides_id) {
+            if let Some(id) = obj
+                .get(id_key)
+                .and_then(Value::as_str)
+                .filter(|_| !ref_hides_id)
+            {
                 if let Some(abs) = resolve_uri(&base, id) {
                     let (uri, frag) = split_fragment(&abs);
                     if frag.is_empty() {
@@ -256,7 +260,12 @@ impl<'a> Document<'a> {
                     if let Some(m) = v.as_object() {
                         for (name, s) in m {
                             if s.is_object() || s.is_boolean() {
-                                stack.push((s, format!("{here}/{}", escape_token(name)), base.clone(), draft));
+                                stack.push((
+                                    s,
+                                    format!("{here}/{}", escape_token(name)),
+                                    base.clone(),
+                                    draft,
+                                ));
                             }
                         }
                     }
@@ -304,8 +313,13 @@ impl<'a> Document<'a> {
     }
 
     /// Resolves the reference `reference` written in `from`. `Err` says why it cannot be followed.
-    pub(crate) fn resolve(&self, from: &SchemaRef<'a>, reference: &str) -> Result<SchemaRef<'a>, String> {
-        let abs = resolve_uri(&from.base, reference).ok_or_else(|| format!("{reference:?} is not a valid URI reference"))?;
+    pub(crate) fn resolve(
+        &self,
+        from: &SchemaRef<'a>,
+        reference: &str,
+    ) -> Result<SchemaRef<'a>, String> {
+        let abs = resolve_uri(&from.base, reference)
+            .ok_or_else(|| format!("{reference:?} is not a valid URI reference"))?;
         self.lookup(&abs)
             .ok_or_else(|| format!("{reference:?} (resolved to {abs:?}) is not in this document; remote references are not fetched"))
     }
@@ -365,10 +379,25 @@ mod tests {
         });
         let doc = Document::index(&schema);
         let root = doc.root();
-        assert_eq!(doc.resolve(&root, "#/$defs/a").unwrap().ptr.as_ref(), "/$defs/a");
-        assert_eq!(doc.resolve(&root, "other.json#here").unwrap().ptr.as_ref(), "/$defs/b/$defs/x");
-        assert_eq!(doc.resolve(&root, "http://example.com/other.json").unwrap().ptr.as_ref(), "/$defs/b");
-        assert_eq!(doc.resolve(&root, "#/$defs/c~0~1d").unwrap().ptr.as_ref(), "/$defs/c~0~1d");
+        assert_eq!(
+            doc.resolve(&root, "#/$defs/a").unwrap().ptr.as_ref(),
+            "/$defs/a"
+        );
+        assert_eq!(
+            doc.resolve(&root, "other.json#here").unwrap().ptr.as_ref(),
+            "/$defs/b/$defs/x"
+        );
+        assert_eq!(
+            doc.resolve(&root, "http://example.com/other.json")
+                .unwrap()
+                .ptr
+                .as_ref(),
+            "/$defs/b"
+        );
+        assert_eq!(
+            doc.resolve(&root, "#/$defs/c~0~1d").unwrap().ptr.as_ref(),
+            "/$defs/c~0~1d"
+        );
         assert_eq!(doc.resolve(&root, "#").unwrap().ptr.as_ref(), "");
         assert!(doc.resolve(&root, "fake.json").is_err());
         assert!(doc.resolve(&root, "http://elsewhere.org/s.json").is_err());

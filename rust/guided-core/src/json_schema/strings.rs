@@ -35,7 +35,12 @@ use crate::regex::{ClassSet, Hir, Look, MAX_CODE_POINT};
 
 /// Code points JSON lets stand raw in a string: all but `"`, `\`, the C0 controls and surrogates.
 fn raw_set() -> ClassSet {
-    ClassSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, MAX_CODE_POINT)])
+    ClassSet::from_ranges([
+        (0x20, 0x21),
+        (0x23, 0x5B),
+        (0x5D, 0xD7FF),
+        (0xE000, MAX_CODE_POINT),
+    ])
 }
 
 /// Code points written as `\uXXXX` (four hex digits): controls without a short escape, DEL and the
@@ -78,7 +83,10 @@ fn encode_class(set: &ClassSet) -> Hir {
     for &(lo, hi) in set.intersect(&hex_escaped_set()).ranges() {
         hex_forms.push(fixed_width_range(lo as u64, hi as u64, 4, 16, hex_digit));
     }
-    for &(lo, hi) in set.intersect(&ClassSet::range(0x10000, MAX_CODE_POINT)).ranges() {
+    for &(lo, hi) in set
+        .intersect(&ClassSet::range(0x10000, MAX_CODE_POINT))
+        .ranges()
+    {
         hex_forms.extend(surrogate_pairs(lo, hi));
     }
     let escapes = Hir::alternation([
@@ -128,17 +136,24 @@ pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
     Ok(match value {
         Hir::Empty => Hir::Empty,
         Hir::Literal(bytes) => {
-            let s = std::str::from_utf8(bytes).map_err(|_| "a literal that is not valid UTF-8".to_string())?;
+            let s = std::str::from_utf8(bytes)
+                .map_err(|_| "a literal that is not valid UTF-8".to_string())?;
             Hir::concat(s.chars().map(|c| encode_class(&ClassSet::single(c as u32))))
         }
         Hir::Class(set) => encode_class(set),
         Hir::Look(_) => return Err("an anchor (^ or $) where the pattern cannot honour it".into()),
         Hir::Concat(v) => Hir::concat(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?),
-        Hir::Alternation(v) => Hir::alternation(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?),
+        Hir::Alternation(v) => {
+            Hir::alternation(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?)
+        }
         Hir::Repeat { sub, min, max } => Hir::repeat(encode(sub)?, *min, *max),
-        Hir::Intersection(v) => Hir::intersection(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?),
+        Hir::Intersection(v) => {
+            Hir::intersection(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?)
+        }
         // Complement of the value language = every spelled string minus the spelled language.
-        Hir::Complement(sub) => Hir::intersection([Hir::complement(encode(sub)?), any_string_body()]),
+        Hir::Complement(sub) => {
+            Hir::intersection([Hir::complement(encode(sub)?), any_string_body()])
+        }
     })
 }
 
@@ -154,7 +169,11 @@ pub(crate) fn any_string_body() -> Hir {
 
 /// The JSON text (quotes included) of the values `value` matches.
 pub(crate) fn string_text(value: &Hir) -> Result<Hir, String> {
-    Ok(Hir::concat([Hir::literal("\""), encode(value)?, Hir::literal("\"")]))
+    Ok(Hir::concat([
+        Hir::literal("\""),
+        encode(value)?,
+        Hir::literal("\""),
+    ]))
 }
 
 /// The canonical JSON text of a string (raw UTF-8, short escapes, `\u00xx` for other controls).
@@ -167,7 +186,11 @@ pub(crate) fn canonical_text(s: &str) -> String {
 pub(crate) fn strings_except(words: &[&str]) -> Hir {
     fn node(words: &[Vec<char>], depth: usize) -> Hir {
         let ends_here = words.iter().any(|w| w.len() == depth);
-        let mut children: Vec<char> = words.iter().filter(|w| w.len() > depth).map(|w| w[depth]).collect();
+        let mut children: Vec<char> = words
+            .iter()
+            .filter(|w| w.len() > depth)
+            .map(|w| w[depth])
+            .collect();
         children.sort_unstable();
         children.dedup();
         let mut alts = Vec::new();
@@ -182,7 +205,10 @@ pub(crate) fn strings_except(words: &[&str]) -> Hir {
                 .filter(|w| w.len() > depth && w[depth] == c)
                 .cloned()
                 .collect();
-            alts.push(Hir::concat([Hir::literal(c.encode_utf8(&mut [0; 4])), node(&sub, depth + 1)]));
+            alts.push(Hir::concat([
+                Hir::literal(c.encode_utf8(&mut [0; 4])),
+                node(&sub, depth + 1),
+            ]));
         }
         Hir::alternation(alts)
     }
@@ -202,13 +228,21 @@ pub(crate) fn length_range(h: &Hir) -> (u64, Option<u64>) {
             (n, Some(n))
         }
         Hir::Class(_) => (1, Some(1)),
-        Hir::Concat(v) => v.iter().map(length_range).fold((0, Some(0)), |(a, b), (c, d)| {
-            (a.saturating_add(c), b.zip(d).map(|(b, d)| b.saturating_add(d)))
-        }),
+        Hir::Concat(v) => v
+            .iter()
+            .map(length_range)
+            .fold((0, Some(0)), |(a, b), (c, d)| {
+                (
+                    a.saturating_add(c),
+                    b.zip(d).map(|(b, d)| b.saturating_add(d)),
+                )
+            }),
         Hir::Alternation(v) => {
             let parts: Vec<_> = v.iter().map(length_range).collect();
             let min = parts.iter().map(|p| p.0).min().unwrap_or(0);
-            let max = parts.iter().try_fold(0u64, |acc, p| p.1.map(|m| acc.max(m)));
+            let max = parts
+                .iter()
+                .try_fold(0u64, |acc, p| p.1.map(|m| acc.max(m)));
             (min, max)
         }
         Hir::Repeat { sub, min, max } => {
@@ -303,7 +337,10 @@ fn split_anchors(h: &Hir) -> Result<Vec<Anchored>, String> {
             // Spell the repetition out: `min` copies, then up to `max - min` optional ones.
             let mut alts = Vec::new();
             for n in *min..=max {
-                alts.push(Hir::concat(std::iter::repeat_n((**sub).clone(), n as usize)));
+                alts.push(Hir::concat(std::iter::repeat_n(
+                    (**sub).clone(),
+                    n as usize,
+                )));
             }
             let mut out = Vec::new();
             for a in alts {
@@ -348,7 +385,9 @@ mod tests {
     fn every_code_point_round_trips_in_both_spellings() {
         let any = any_value();
         for c in (0u32..0x800).chain([0xD7FF, 0xE000, 0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF]) {
-            let Some(ch) = char::from_u32(c) else { continue };
+            let Some(ch) = char::from_u32(c) else {
+                continue;
+            };
             let s = ch.to_string();
             let canonical = canonical_text(&s);
             let mut ascii = String::from("\"");
@@ -380,7 +419,14 @@ mod tests {
             assert!(!text_matches(&other, &canonical), "{c:#x}");
         }
         // Forms outside the policy and outside JSON.
-        for bad in ["\"\\u0041\"", "\"\\ud800\"", "\"\n\"", "\"\\x41\"", "\"\\\"", "\"a\"b\""] {
+        for bad in [
+            "\"\\u0041\"",
+            "\"\\ud800\"",
+            "\"\n\"",
+            "\"\\x41\"",
+            "\"\\\"",
+            "\"a\"b\"",
+        ] {
             assert!(!text_matches(&any, bad), "{bad}");
         }
         assert!(text_matches(&Hir::literal("/"), "\"\\/\""));
@@ -423,7 +469,15 @@ mod tests {
     #[test]
     fn strings_except_excludes_exactly_the_words() {
         let h = strings_except(&["a", "ab", "b"]);
-        for (s, ok) in [("", true), ("a", false), ("ab", false), ("b", false), ("abc", true), ("aa", true), ("c", true)] {
+        for (s, ok) in [
+            ("", true),
+            ("a", false),
+            ("ab", false),
+            ("b", false),
+            ("abc", true),
+            ("aa", true),
+            ("c", true),
+        ] {
             assert_eq!(matches(&h, s), ok, "{s}");
         }
     }
