@@ -17,15 +17,29 @@ from guided._errors import (
     UnsupportedSchemaError,
     VocabularyError,
 )
+from guided._lib import (
+    DFA,
+    Guide,
+    TokenIndex,
+    Vocabulary,
+    fill_next_token_bitmask,
+    utf8_sequences,
+)
 
 __version__: str = _lib.__version__
 
 __all__ = [
+    "DFA",
+    "Guide",
     "GuidedError",
     "InvalidTokenError",
     "RegexSyntaxError",
     "SizeLimitError",
+    "TokenIndex",
     "UnsupportedSchemaError",
+    "Vocabulary",
     "VocabularyError",
     "__version__",
+    "fill_next_token_bitmask",
+    "utf8_sequences",
 ]

@@ -55,6 +55,9 @@ pub enum Error {
         /// Why it was refused.
         message: String,
     },
+    /// Any other bad argument (a state that does not exist, a rollback past the history).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl Error {

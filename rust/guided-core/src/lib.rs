@@ -15,9 +15,16 @@
 #![deny(missing_docs)]
 
 pub mod bitmask;
+pub mod dfa;
 pub mod error;
+pub mod guide;
+pub mod index;
 pub mod json_schema;
+pub mod nfa;
 pub mod regex;
 pub mod trie;
+pub mod utf8;
+pub mod vocab;
 
 pub use error::{Error, Result};
+pub use vocab::Vocabulary;

@@ -53,6 +53,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
                 ],
             ),
             Error::Vocabulary(_) => ("VocabularyError", vec![]),
+            Error::Invalid(_) => ("GuidedError", vec![]),
             Error::InvalidToken { token, state, .. } => (
                 "InvalidTokenError",
                 vec![
@@ -101,7 +102,15 @@ pub fn panic_error(py: Python<'_>, payload: Box<dyn std::any::Any + Send>) -> Py
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".to_string());
-    let message = format!("internal error in guided (please report it): {what}");
+    guided_error(
+        py,
+        format!("internal error in guided (please report it): {what}"),
+    )
+}
+
+/// A plain `GuidedError` with `message`, for bad arguments the core never sees.
+pub fn guided_error(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    let message = message.into();
     match class(py, "GuidedError").and_then(|cls| cls.call1((message.clone(),))) {
         Ok(exc) => PyErr::from_value(exc),
         Err(_) => PyRuntimeError::new_err(message),

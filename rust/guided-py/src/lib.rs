@@ -3,16 +3,25 @@
 //! This crate holds no algorithms. It converts arguments, validates caller-owned buffers before
 //! writing to them, releases the GIL around anything that is not O(1), and maps the core's
 //! [`guided_core::Error`] onto the Python exception hierarchy defined in `guided/_errors.py`.
-//! Every entry point runs inside [`errors::guard`], which turns a Rust panic into a
-//! `GuidedError` instead of letting it abort the interpreter.
+//! Every entry point runs inside [`errors::guard`] (or its GIL-releasing twin), which turns a Rust
+//! panic into a `GuidedError` instead of letting it abort the interpreter.
 
 use pyo3::prelude::*;
 
+mod dfa;
 mod errors;
+mod index;
+mod vocab;
 
 /// The `guided._lib` module.
 #[pymodule]
 fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<dfa::PyDfa>()?;
+    m.add_function(wrap_pyfunction!(dfa::utf8_sequences, m)?)?;
+    m.add_class::<vocab::PyVocabulary>()?;
+    m.add_class::<index::PyTokenIndex>()?;
+    m.add_class::<index::PyGuide>()?;
+    m.add_function(wrap_pyfunction!(index::fill_next_token_bitmask, m)?)?;
     Ok(())
 }

@@ -395,7 +395,8 @@ impl Hir {
             }
             Hir::Repeat { sub, .. } => {
                 // `a{2}{3}` reads differently across dialects, so a repeated repeat is grouped.
-                if matches!(**sub, Hir::Repeat { .. }) || sub.prec() < Prec::Atom {
+                // A repeated anchor (`^*`) is "nothing to repeat" in Python's `re`.
+                if matches!(**sub, Hir::Repeat { .. } | Hir::Look(_)) || sub.prec() < Prec::Atom {
                     f.write_str("(?:")?;
                     sub.write_at(f, Prec::Alternation)?;
                     f.write_str(")")?;
@@ -482,7 +483,9 @@ fn is_printable(c: u32) -> bool {
 }
 
 fn write_class(f: &mut fmt::Formatter<'_>, set: &ClassSet) -> fmt::Result {
-    let ranges = set.ranges();
+    // Surrogates never occur in text, and most dialects refuse them in a pattern, so the class is
+    // printed as the scalar values it holds.
+    let ranges = scalar_ranges(set);
     if ranges.is_empty() {
         // An empty class does not exist in most dialects; a negated full class does.
         return f.write_str("[^\\x00-\\U0010ffff]");
@@ -493,14 +496,14 @@ fn write_class(f: &mut fmt::Formatter<'_>, set: &ClassSet) -> fmt::Result {
     if ranges == [(0, 9), (11, MAX_CODE_POINT)] {
         return f.write_str(".");
     }
-    let negated = set.negate();
-    let (prefix, body) = if negated.ranges().len() < ranges.len() {
+    let negated = scalar_ranges(&set.negate());
+    let (prefix, body) = if !negated.is_empty() && negated.len() < ranges.len() {
         ("[^", negated)
     } else {
-        ("[", set.clone())
+        ("[", ranges)
     };
     f.write_str(prefix)?;
-    for &(lo, hi) in body.ranges() {
+    for (lo, hi) in body {
         write_char(f, lo, true)?;
         if hi > lo {
             if hi > lo + 1 {
@@ -510,6 +513,20 @@ fn write_class(f: &mut fmt::Formatter<'_>, set: &ClassSet) -> fmt::Result {
         }
     }
     f.write_char(']')
+}
+
+/// The ranges of `set` without surrogates; ranges that meet across the surrogate block are
+/// joined, so no endpoint is a surrogate but a range may span the block.
+fn scalar_ranges(set: &ClassSet) -> Vec<(u32, u32)> {
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(set.ranges().len());
+    let scalars = set.difference(&ClassSet::range(0xD800, 0xDFFF));
+    for &(lo, hi) in scalars.ranges() {
+        match out.last_mut() {
+            Some(last) if last.1 == 0xD7FF && lo == 0xE000 => last.1 = hi,
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -574,5 +591,31 @@ mod tests {
         assert_eq!(h.to_string(), "(?:ab|c)(?:de)*");
         let nested = Hir::repeat(Hir::repeat(Hir::literal("a"), 2, Some(2)), 3, Some(3));
         assert_eq!(nested.to_string(), "(?:a{2}){3}");
+    }
+
+    #[test]
+    fn display_classes_in_every_dialect() {
+        // The full class has an empty negation, which must not print as `[^]`.
+        assert_eq!(Hir::any_char().to_string(), "[\\x00-\\U0010ffff]");
+        assert_eq!(Hir::nothing().to_string(), "[^\\x00-\\U0010ffff]");
+        // Surrogate endpoints are clipped to the scalar values the class holds.
+        assert_eq!(
+            Hir::class(ClassSet::range(0xD000, 0xD900)).to_string(),
+            "[\u{D000}-\u{D7FF}]"
+        );
+        let scalars = ClassSet::from_ranges([(0, 0xD7FF), (0xE000, MAX_CODE_POINT)]);
+        assert_eq!(Hir::class(scalars).to_string(), "[\\x00-\\U0010ffff]");
+        assert_eq!(
+            Hir::class(ClassSet::range(0xD800, 0xDFFF)).to_string(),
+            "[^\\x00-\\U0010ffff]"
+        );
+        let around = ClassSet::from_ranges([(0x41, 0x41), (0xD7FF, 0xE000)]);
+        assert_eq!(Hir::class(around).to_string(), "[A\u{D7FF}-\\ue000]");
+        // A repeated anchor is the anchor (it must hold), or nothing when it may be skipped.
+        assert_eq!(
+            Hir::repeat(Hir::Look(Look::Start), 2, None).to_string(),
+            "^"
+        );
+        assert_eq!(Hir::repeat(Hir::Look(Look::End), 0, Some(3)), Hir::Empty);
     }
 }

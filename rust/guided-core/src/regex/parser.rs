@@ -915,6 +915,12 @@ fn unicode_property(name: &str) -> Option<ClassSet> {
                     .map(|r| (r.start() as u32, r.end() as u32)),
             ))
         }
+        // A property with one member comes back as that character.
+        regex_syntax::hir::HirKind::Literal(lit) => {
+            let mut chars = std::str::from_utf8(&lit.0).ok()?.chars();
+            let c = chars.next()?;
+            chars.next().is_none().then(|| ClassSet::single(c as u32))
+        }
         _ => None,
     }
 }
@@ -993,6 +999,9 @@ mod tests {
         };
         assert!(!not_letter.contains('a' as u32) && not_letter.contains('1' as u32));
         assert!(parse("\\p{NoSuchThing}").is_err());
+        for name in ["Line_Separator", "Zl", "gcb=ri", "sc=Greek", "Script=Latin"] {
+            assert!(parse(&format!("\\p{{{name}}}")).is_ok(), "{name}");
+        }
     }
 
     #[test]

@@ -1,0 +1,16 @@
+"""Runs every benchmark in this folder, one after the other (``make bench``)."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = ["dfa.py"]
+
+if __name__ == "__main__":
+    selected = sys.argv[1:] or BENCHMARKS
+    for name in selected:
+        print(f"\n=== {name} ===", flush=True)
+        runpy.run_path(str(HERE / name), run_name="__main__")

@@ -1,0 +1,5 @@
+"""``python -m guided``: the command-line interface."""
+
+from guided.cli import main
+
+raise SystemExit(main())

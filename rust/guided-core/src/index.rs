@@ -1,0 +1,697 @@
+//! The token index: for each automaton state, which tokens may come next.
+//!
+//! A state's mask is found by walking the vocabulary's [`TokenTrie`] through the automaton from
+//! that state: every token whose bytes all survive is allowed, and a subtree is abandoned at its
+//! first dead byte. EOS ids are added exactly when the state accepts. Masks are computed the first
+//! time a state is asked for, cached, and stored once however many states share them (states deep
+//! inside a JSON string typically do).
+//!
+//! The automaton need not be complete. [`TokenIndex::from_hir`] starts from a [`Determinizer`]
+//! that has built only the dead and start states, and a walk that reaches a state without a row
+//! asks the determinizer for it. A pattern whose full DFA would be enormous therefore serves masks
+//! as long as the states generation actually visits fit the `max_states` budget, and compiling a
+//! constraint costs one NFA construction rather than a full subset construction and minimization.
+//! [`TokenIndex::from_dfa`] takes an already complete (minimal) DFA instead.
+//!
+//! Concurrency: the index is shared by every request using the constraint, possibly from many
+//! threads. Cached masks are read under a read lock. A walk over a complete automaton needs only a
+//! read lock too, so cold masks compute in parallel; a walk that must grow the automaton retries
+//! under the write lock. Growth is monotone, so once the visited part of the automaton is built,
+//! everything runs in parallel.
+//!
+//! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
+//! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
+//! string, about a million nodes at 200k tokens).
+
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, RwLock};
+
+use rustc_hash::{FxHashMap, FxHasher};
+
+use crate::bitmask::TokenSet;
+use crate::dfa::determinize::Determinizer;
+use crate::dfa::{Anchors, Dfa, DfaConfig};
+use crate::error::{Error, Result};
+use crate::nfa::{Nfa, NfaConfig};
+use crate::regex::Hir;
+use crate::trie::TokenTrie;
+use crate::vocab::Vocabulary;
+
+/// The dead state: nothing can follow.
+pub const DEAD: u32 = 0;
+/// The state after an EOS token was accepted.
+pub const TERMINAL: u32 = u32::MAX;
+
+const NO_MASK: u32 = u32::MAX;
+
+/// Limits for a token index.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexConfig {
+    /// Most automaton states the index may build (a `SizeLimit` error named `max_states` past it).
+    pub max_states: usize,
+    /// Most NFA states the pattern may compile to.
+    pub nfa_states: usize,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            max_states: 20_000,
+            nfa_states: NfaConfig::default().max_states,
+        }
+    }
+}
+
+/// The automaton behind an index: rows of successors over byte classes, complete from the start
+/// or grown on demand.
+#[derive(Debug, Clone)]
+struct Machine {
+    class_of: [u8; 256],
+    stride: usize,
+    table: Vec<u32>,
+    accepting: Vec<bool>,
+    explored: Vec<bool>,
+    unexplored: usize,
+    determinizer: Option<Determinizer>,
+    row: Vec<u32>,
+}
+
+impl Machine {
+    fn complete(dfa: &Dfa) -> Self {
+        let n = dfa.num_states();
+        Machine {
+            class_of: *dfa.classes().as_map(),
+            stride: dfa.classes().num_classes(),
+            table: dfa.class_table().to_vec(),
+            accepting: dfa.accepting(),
+            explored: vec![true; n],
+            unexplored: 0,
+            determinizer: None,
+            row: Vec::new(),
+        }
+    }
+
+    fn lazy(determinizer: Determinizer) -> Self {
+        let stride = determinizer.classes().num_classes();
+        let mut m = Machine {
+            class_of: *determinizer.classes().as_map(),
+            stride,
+            table: Vec::new(),
+            accepting: Vec::new(),
+            explored: Vec::new(),
+            unexplored: 0,
+            determinizer: Some(determinizer),
+            row: Vec::new(),
+        };
+        m.grow();
+        // The dead state's row is all dead by construction.
+        m.explored[DEAD as usize] = true;
+        m.unexplored -= 1;
+        m
+    }
+
+    /// Adds bookkeeping for states the determinizer created since the last call.
+    fn grow(&mut self) {
+        let Some(det) = &self.determinizer else {
+            return;
+        };
+        for s in self.accepting.len()..det.num_states() {
+            self.accepting.push(det.is_accepting(s as u32));
+            self.explored.push(false);
+            self.table.extend(std::iter::repeat_n(DEAD, self.stride));
+            self.unexplored += 1;
+        }
+    }
+
+    fn num_states(&self) -> usize {
+        self.accepting.len()
+    }
+
+    fn is_complete(&self) -> bool {
+        self.unexplored == 0
+    }
+
+    #[inline(always)]
+    fn step(&self, state: u32, byte: u8) -> u32 {
+        self.table[state as usize * self.stride + self.class_of[byte as usize] as usize]
+    }
+
+    /// Builds `state`'s row if it does not exist yet.
+    fn explore(&mut self, state: u32) -> Result<()> {
+        let s = state as usize;
+        if self.explored[s] {
+            return Ok(());
+        }
+        let Some(det) = self.determinizer.as_mut() else {
+            // A complete machine has every row; an unexplored state cannot occur in it.
+            return Ok(());
+        };
+        det.next_row(state, &mut self.row)?;
+        self.grow();
+        let stride = self.stride;
+        self.table[s * stride..(s + 1) * stride].copy_from_slice(&self.row);
+        self.explored[s] = true;
+        self.unexplored -= 1;
+        Ok(())
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.table.capacity() * 4 + self.accepting.capacity() * 2
+    }
+}
+
+/// Per-state masks, each distinct mask stored once.
+#[derive(Debug, Default)]
+struct MaskCache {
+    of_state: Vec<u32>,
+    masks: Vec<Arc<TokenSet>>,
+    by_hash: FxHashMap<u64, Vec<u32>>,
+    bytes: usize,
+}
+
+impl MaskCache {
+    fn get(&self, state: u32) -> Option<Arc<TokenSet>> {
+        let id = *self.of_state.get(state as usize)?;
+        (id != NO_MASK).then(|| Arc::clone(&self.masks[id as usize]))
+    }
+
+    fn insert(&mut self, state: u32, set: TokenSet) -> Arc<TokenSet> {
+        if let Some(existing) = self.get(state) {
+            return existing;
+        }
+        let mut hasher = FxHasher::default();
+        set.words().hash(&mut hasher);
+        let hash = hasher.finish();
+        let bucket = self.by_hash.entry(hash).or_default();
+        let id = match bucket.iter().find(|&&id| *self.masks[id as usize] == set) {
+            Some(&id) => id,
+            None => {
+                let id = self.masks.len() as u32;
+                self.bytes += set.memory_bytes();
+                self.masks.push(Arc::new(set));
+                bucket.push(id);
+                id
+            }
+        };
+        let s = state as usize;
+        if self.of_state.len() <= s {
+            self.of_state.resize(s + 1, NO_MASK);
+        }
+        self.of_state[s] = id;
+        Arc::clone(&self.masks[id as usize])
+    }
+}
+
+/// Which tokens may follow each automaton state, over one vocabulary.
+#[derive(Debug)]
+pub struct TokenIndex {
+    machine: RwLock<Machine>,
+    masks: RwLock<MaskCache>,
+    vocab: Arc<Vocabulary>,
+    trie: Arc<TokenTrie>,
+    eos: Vec<u32>,
+    eos_mask: Arc<TokenSet>,
+}
+
+impl TokenIndex {
+    /// An index over a complete DFA.
+    pub fn from_dfa(dfa: &Dfa, vocab: Arc<Vocabulary>, trie: Arc<TokenTrie>) -> Self {
+        Self::with_machine(Machine::complete(dfa), vocab, trie)
+    }
+
+    /// An index over the automaton of `hir`, determinized lazily within `config.max_states`.
+    pub fn from_hir(
+        hir: &Hir,
+        vocab: Arc<Vocabulary>,
+        trie: Arc<TokenTrie>,
+        config: &IndexConfig,
+    ) -> Result<Self> {
+        let dfa_config = DfaConfig {
+            max_states: config.max_states,
+        };
+        let nfa = Nfa::new(
+            hir,
+            &NfaConfig {
+                max_states: config.nfa_states,
+            },
+            &dfa_config,
+        )?;
+        let determinizer = Determinizer::new(nfa, Anchors::WHOLE_TEXT, config.max_states)?;
+        Ok(Self::with_machine(Machine::lazy(determinizer), vocab, trie))
+    }
+
+    fn with_machine(machine: Machine, vocab: Arc<Vocabulary>, trie: Arc<TokenTrie>) -> Self {
+        let eos = vocab.eos_token_ids().to_vec();
+        let mut eos_mask = TokenSet::empty(vocab.vocab_size());
+        for &e in &eos {
+            eos_mask.insert(e);
+        }
+        TokenIndex {
+            machine: RwLock::new(machine),
+            masks: RwLock::new(MaskCache::default()),
+            vocab,
+            trie,
+            eos,
+            eos_mask: Arc::new(eos_mask),
+        }
+    }
+
+    /// Builds the trie an index walks; build it once per vocabulary and share it.
+    pub fn trie_for(vocab: &Vocabulary) -> TokenTrie {
+        TokenTrie::new(vocab.text_tokens().filter(|&(id, _)| !vocab.is_eos(id)))
+    }
+
+    /// The start state.
+    pub fn initial_state(&self) -> u32 {
+        1
+    }
+
+    /// Automaton states built so far.
+    pub fn num_states(&self) -> usize {
+        read(&self.machine).num_states()
+    }
+
+    /// The model's logit width.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.vocab_size()
+    }
+
+    /// The EOS token ids.
+    pub fn eos_token_ids(&self) -> &[u32] {
+        &self.eos
+    }
+
+    /// The vocabulary.
+    pub fn vocabulary(&self) -> &Arc<Vocabulary> {
+        &self.vocab
+    }
+
+    fn check_state(&self, state: u32) -> Result<()> {
+        if state == TERMINAL || (state as usize) < self.num_states() {
+            Ok(())
+        } else {
+            Err(Error::Invalid(format!(
+                "state {state} does not exist: the index has {} states",
+                self.num_states()
+            )))
+        }
+    }
+
+    fn check_token(&self, state: u32, token: i64) -> Result<u32> {
+        if token < 0 || token as u64 >= self.vocab_size() as u64 {
+            return Err(Error::InvalidToken {
+                token,
+                state,
+                message: format!("token id out of range 0..{}", self.vocab_size()),
+            });
+        }
+        Ok(token as u32)
+    }
+
+    /// Whether `state` accepts (EOS may come next).
+    pub fn is_accepting(&self, state: u32) -> bool {
+        state != TERMINAL && read(&self.machine).accepting.get(state as usize) == Some(&true)
+    }
+
+    /// Whether nothing but EOS can follow `state`: it accepts and no byte leads on (or EOS was
+    /// already accepted).
+    pub fn is_final(&self, state: u32) -> Result<bool> {
+        if state == TERMINAL {
+            return Ok(true);
+        }
+        self.check_state(state)?;
+        self.with_row(state, |m| {
+            let s = state as usize;
+            m.accepting[s]
+                && m.table[s * m.stride..(s + 1) * m.stride]
+                    .iter()
+                    .all(|&t| t == DEAD)
+        })
+    }
+
+    /// Runs `f` on the machine once `state`'s row exists.
+    fn with_row<T>(&self, state: u32, f: impl FnOnce(&Machine) -> T) -> Result<T> {
+        {
+            let m = read(&self.machine);
+            if m.explored.get(state as usize) == Some(&true) {
+                return Ok(f(&m));
+            }
+        }
+        let mut m = write(&self.machine);
+        m.explore(state)?;
+        Ok(f(&m))
+    }
+
+    /// The state `token` leads to from `state`: [`DEAD`] if it is not allowed, [`TERMINAL`] for
+    /// EOS in an accepting state.
+    pub fn next_state(&self, state: u32, token: i64) -> Result<u32> {
+        self.check_state(state)?;
+        let token = self.check_token(state, token)?;
+        if state == TERMINAL || state == DEAD {
+            return Ok(DEAD);
+        }
+        if self.vocab.is_eos(token) {
+            return Ok(if self.is_accepting(state) {
+                TERMINAL
+            } else {
+                DEAD
+            });
+        }
+        let bytes = match self.vocab.token_bytes(token) {
+            Some(b) if !b.is_empty() => b,
+            _ => return Ok(DEAD),
+        };
+        {
+            let m = read(&self.machine);
+            if let Some(t) = walk_bytes(&m, state, bytes) {
+                return Ok(t);
+            }
+        }
+        let mut m = write(&self.machine);
+        let mut s = state;
+        for &b in bytes {
+            m.explore(s)?;
+            s = m.step(s, b);
+            if s == DEAD {
+                break;
+            }
+        }
+        Ok(s)
+    }
+
+    /// The mask of tokens allowed in `state` (EOS included where it accepts).
+    pub fn mask(&self, state: u32) -> Result<Arc<TokenSet>> {
+        self.check_state(state)?;
+        if state == TERMINAL {
+            return Ok(Arc::clone(&self.eos_mask));
+        }
+        if let Some(mask) = read(&self.masks).get(state) {
+            return Ok(mask);
+        }
+        let set = self.compute(state, |_, _| {})?;
+        Ok(write(&self.masks).insert(state, set))
+    }
+
+    /// The mask allowing exactly the EOS ids (what follows a terminated generation).
+    pub fn eos_only(&self) -> &Arc<TokenSet> {
+        &self.eos_mask
+    }
+
+    /// The successor of every token from `state` ([`DEAD`] where not allowed).
+    pub fn next_states(&self, state: u32) -> Result<Vec<u32>> {
+        self.check_state(state)?;
+        let mut out = vec![DEAD; self.vocab_size()];
+        if state == TERMINAL {
+            return Ok(out);
+        }
+        self.compute(state, |id, next| out[id as usize] = next)?;
+        if self.is_accepting(state) {
+            for &e in &self.eos {
+                out[e as usize] = TERMINAL;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Walks the trie from `state`, reporting each surviving token to `visit`.
+    fn compute(&self, state: u32, mut visit: impl FnMut(u32, u32)) -> Result<TokenSet> {
+        let mut set = if self.is_accepting(state) {
+            (*self.eos_mask).clone()
+        } else {
+            TokenSet::empty(self.vocab_size())
+        };
+        {
+            let m = read(&self.machine);
+            if m.is_complete() {
+                self.trie.walk(
+                    state,
+                    DEAD,
+                    |s, b| m.step(s, b),
+                    |id, next| {
+                        set.insert(id);
+                        visit(id, next);
+                    },
+                );
+                return Ok(set);
+            }
+        }
+        // The automaton is still growing: walk with the right to build missing rows.
+        let mut m = write(&self.machine);
+        let mut failure = None;
+        self.trie.walk(
+            state,
+            DEAD,
+            |s, b| {
+                if failure.is_some() {
+                    return DEAD;
+                }
+                match m.explore(s) {
+                    Ok(()) => m.step(s, b),
+                    Err(e) => {
+                        failure = Some(e);
+                        DEAD
+                    }
+                }
+            },
+            |id, next| {
+                set.insert(id);
+                visit(id, next);
+            },
+        );
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(set),
+        }
+    }
+
+    /// The bytes every continuation of `state` starts with (jump-forward): followed while exactly
+    /// one byte leads on and the state does not accept, at most `limit` bytes.
+    pub fn forced_bytes(&self, state: u32, limit: usize) -> Result<Vec<u8>> {
+        self.check_state(state)?;
+        let mut out = Vec::new();
+        if state == TERMINAL || state == DEAD {
+            return Ok(out);
+        }
+        let mut s = state;
+        while out.len() < limit && !self.is_accepting(s) {
+            let only = self.with_row(s, |m| {
+                let mut only: Option<(u8, u32)> = None;
+                for b in 0..=255u8 {
+                    let t = m.step(s, b);
+                    if t != DEAD {
+                        if only.is_some() {
+                            return None;
+                        }
+                        only = Some((b, t));
+                    }
+                }
+                only
+            })?;
+            match only {
+                Some((b, t)) => {
+                    out.push(b);
+                    s = t;
+                }
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Bytes held by the automaton, the cached masks and (shared) the trie.
+    pub fn memory_bytes(&self) -> usize {
+        read(&self.machine).memory_bytes() + read(&self.masks).bytes + self.trie.memory_bytes()
+    }
+
+    /// Distinct masks cached so far.
+    pub fn num_masks(&self) -> usize {
+        read(&self.masks).masks.len()
+    }
+}
+
+/// Walks `bytes` from `state` on a machine that may lack rows; `None` if a row was missing.
+fn walk_bytes(m: &Machine, state: u32, bytes: &[u8]) -> Option<u32> {
+    let mut s = state;
+    for &b in bytes {
+        if !m.explored[s as usize] {
+            return None;
+        }
+        s = m.step(s, b);
+        if s == DEAD {
+            break;
+        }
+    }
+    Some(s)
+}
+
+/// Poisoning only records that another thread panicked mid-update; every update here leaves the
+/// structures consistent before it can panic, so the data stays usable.
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::regex::parse;
+
+    fn vocab(tokens: &[&str], eos: u32) -> Arc<Vocabulary> {
+        let mut all: Vec<Option<Vec<u8>>> =
+            tokens.iter().map(|t| Some(t.as_bytes().to_vec())).collect();
+        all.insert(eos as usize, None);
+        Arc::new(Vocabulary::new(all, vec![eos], None).expect("valid test vocabulary"))
+    }
+
+    fn index(pattern: &str, v: &Arc<Vocabulary>, lazy: bool) -> TokenIndex {
+        let hir = parse(pattern).expect("valid pattern");
+        let trie = Arc::new(TokenIndex::trie_for(v));
+        if lazy {
+            TokenIndex::from_hir(&hir, Arc::clone(v), trie, &IndexConfig::default()).expect("index")
+        } else {
+            let dfa = Dfa::from_hir(&hir, &DfaConfig::default()).expect("dfa");
+            TokenIndex::from_dfa(&dfa, Arc::clone(v), trie)
+        }
+    }
+
+    /// Brute force: token t is allowed after prefix p iff some completion of p+t matches.
+    fn brute(pattern: &str, v: &Vocabulary, prefix: &str) -> Vec<u32> {
+        let dfa = Dfa::from_hir(&parse(pattern).unwrap(), &DfaConfig::default()).unwrap();
+        let mut s = dfa.start();
+        for &b in prefix.as_bytes() {
+            s = dfa.next_state(s, b);
+        }
+        let mut out = Vec::new();
+        for id in 0..v.len() as u32 {
+            if v.is_eos(id) {
+                if dfa.is_accepting(s) {
+                    out.push(id);
+                }
+                continue;
+            }
+            let Some(bytes) = v.token_bytes(id) else {
+                continue;
+            };
+            let mut t = s;
+            for &b in bytes {
+                t = dfa.next_state(t, b);
+            }
+            if t != 0 && !bytes.is_empty() {
+                out.push(id);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn masks_equal_brute_force_lazy_and_complete() {
+        let v = vocab(&["a", "b", "ab", "ba", "1", "12", "x", "aa", "b1"], 9);
+        for pattern in ["(ab)+1?", "a*b*[0-9]{0,2}", "x|ab1"] {
+            for lazy in [false, true] {
+                let idx = index(pattern, &v, lazy);
+                let mut state = idx.initial_state();
+                for prefix in ["", "a", "ab"] {
+                    if !prefix.is_empty() {
+                        state = idx
+                            .next_state(idx.initial_state(), v_id(&v, prefix))
+                            .unwrap();
+                        if state == DEAD {
+                            continue;
+                        }
+                    }
+                    let got: Vec<u32> = idx.mask(state).unwrap().iter().collect();
+                    assert_eq!(
+                        got,
+                        brute(pattern, &v, prefix),
+                        "{pattern} after {prefix:?} lazy={lazy}"
+                    );
+                }
+            }
+        }
+    }
+
+    fn v_id(v: &Vocabulary, text: &str) -> i64 {
+        (0..v.len() as u32)
+            .find(|&i| v.token_bytes(i) == Some(text.as_bytes()))
+            .map(i64::from)
+            .expect("token present")
+    }
+
+    #[test]
+    fn lazy_states_without_a_future_are_dead() {
+        // Neither pattern matches anything past its first byte; a lazy automaton must know.
+        let v = vocab(&["a", "b", "ab"], 3);
+        for pattern in [".a^b", "a$b|ab^", "(?:a|b)+$a"] {
+            let idx = index(pattern, &v, true);
+            assert!(idx.mask(1).unwrap().is_empty(), "{pattern}");
+        }
+        let idx = index("a(?:b$|b^c)", &v, true);
+        assert_eq!(idx.mask(1).unwrap().iter().collect::<Vec<_>>(), vec![0, 2]);
+    }
+
+    #[test]
+    fn eos_only_in_accepting_states_and_terminal_after() {
+        let v = vocab(&["a", "b"], 2);
+        let idx = index("ab", &v, true);
+        assert_eq!(idx.next_state(1, 2).unwrap(), DEAD);
+        let s = idx.next_state(idx.next_state(1, 0).unwrap(), 1).unwrap();
+        assert!(idx.is_accepting(s) && idx.is_final(s).unwrap());
+        assert_eq!(idx.next_state(s, 2).unwrap(), TERMINAL);
+        assert_eq!(idx.mask(s).unwrap().iter().collect::<Vec<_>>(), vec![2]);
+    }
+
+    #[test]
+    fn bad_tokens_and_states_are_errors() {
+        let v = vocab(&["a"], 1);
+        let idx = index("a", &v, true);
+        assert!(matches!(
+            idx.next_state(1, 5),
+            Err(Error::InvalidToken { .. })
+        ));
+        assert!(matches!(
+            idx.next_state(1, -1),
+            Err(Error::InvalidToken { .. })
+        ));
+        assert!(idx.mask(77).is_err());
+    }
+
+    #[test]
+    fn lazy_index_serves_a_pattern_whose_full_dfa_is_huge() {
+        // The full DFA of this pattern has about 2^20 states; a few tokens visit a handful.
+        let v = vocab(&["a", "b", "ab"], 3);
+        let hir = parse("(a|b)*a(a|b){20}").unwrap();
+        assert!(Dfa::from_hir(&hir, &DfaConfig::default()).is_err());
+        let trie = Arc::new(TokenIndex::trie_for(&v));
+        let idx =
+            TokenIndex::from_hir(&hir, Arc::clone(&v), trie, &IndexConfig::default()).unwrap();
+        let mut s = idx.initial_state();
+        for _ in 0..5 {
+            assert_eq!(idx.mask(s).unwrap().len(), 3);
+            s = idx.next_state(s, 2).unwrap();
+        }
+        assert!(idx.num_states() < 200);
+    }
+
+    #[test]
+    fn identical_masks_are_stored_once() {
+        let v = vocab(&["a", "b"], 2);
+        let idx = index("[ab]{6}", &v, false);
+        let mut s = idx.initial_state();
+        for _ in 0..5 {
+            idx.mask(s).unwrap();
+            s = idx.next_state(s, 0).unwrap();
+        }
+        assert_eq!(idx.num_masks(), 1);
+    }
+
+    #[test]
+    fn forced_bytes_follow_the_only_way_on() {
+        let v = vocab(&["a"], 1);
+        let idx = index("\\{\"name\": \"[a-z]+\"\\}", &v, true);
+        assert_eq!(idx.forced_bytes(1, 100).unwrap(), b"{\"name\": \"");
+        assert_eq!(idx.forced_bytes(1, 3).unwrap(), b"{\"n");
+    }
+}

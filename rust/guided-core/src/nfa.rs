@@ -1,0 +1,875 @@
+//! Thompson construction: from a [`Hir`] to an NFA over byte ranges.
+//!
+//! The NFA is the middle of the pipeline. It is cheap to build (linear in the HIR, with counted
+//! repetitions expanded) and it is the input subset construction wants: a graph whose edges read
+//! one byte from a range, or read nothing (epsilon edges, unions, and zero-width assertions).
+//!
+//! Character classes are where the size goes. `\p{L}` is about 650 code-point ranges; split into
+//! UTF-8 byte-range sequences ([`crate::utf8`]) that is over a thousand sequences, and a naive
+//! alternation of them would cost thousands of states per occurrence. Because the sequences come
+//! out sorted, they can instead be merged into a minimal acyclic automaton on the fly (Daciuk et
+//! al.'s incremental construction, as regex-automata's `Utf8Compiler` does): common prefixes are
+//! shared as they are added, and common suffixes are shared by keeping a register of the states
+//! already frozen and reusing any with identical transitions. `\p{L}` comes out in a few hundred
+//! states and `.` in about a dozen.
+//!
+//! Counted repetition is expanded into copies, which is what makes `(a{1000}){1000}` dangerous.
+//! Every state goes through one function that checks [`NfaConfig::max_states`] before it
+//! allocates, and a repetition measures its first copy and refuses up front when the rest would not
+//! fit, so the failure is immediate instead of a million allocations later.
+//!
+//! Anchors are zero-width assertions on the whole text: `Start` holds before the first byte,
+//! `End` after the last, wherever they stand in the pattern, so `a^b` matches nothing and `^a$|^b$`
+//! is the same as `a|b`. The negated forms `NotStart` and `NotEnd` never come from a pattern; they
+//! guard the fragments built for intersection and complement (below).
+//!
+//! Intersection and complement have no Thompson construction. Each operand is compiled to its
+//! own minimized DFA, the operands are combined by a product construction
+//! ([`crate::dfa::product`]), and the result is embedded back here as an ordinary fragment, one NFA
+//! state per DFA state. An anchor inside an operand still means the start or end of the whole
+//! text, which depends on where the fragment stands: so when an operand contains anchors, the
+//! product is built once per case (fragment at the text's start or not, at its end or not) and
+//! each case is entered behind the matching assertion. The cost is up to four products, paid only
+//! by patterns that need it; the DFA state limit bounds each of them.
+
+use crate::dfa::{product, Anchors, Dfa, DfaConfig};
+use crate::error::{Error, Result};
+use crate::regex::{ClassSet, Hir, Look};
+use crate::utf8::{utf8_sequences, Utf8Range};
+use rustc_hash::FxHashMap;
+
+/// Index of a state in an [`Nfa`].
+pub type StateId = u32;
+
+/// A placeholder successor, replaced when the fragment is connected.
+const PENDING: StateId = StateId::MAX;
+
+/// Limits for the NFA construction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NfaConfig {
+    /// Most states the NFA may have; crossing it is a `SizeLimit` error named `nfa_states`.
+    pub max_states: usize,
+}
+
+impl Default for NfaConfig {
+    fn default() -> Self {
+        NfaConfig {
+            max_states: 1_000_000,
+        }
+    }
+}
+
+/// One edge that reads a byte in `start..=end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transition {
+    /// Smallest byte read.
+    pub start: u8,
+    /// Largest byte read.
+    pub end: u8,
+    /// Where the edge leads.
+    pub next: StateId,
+}
+
+/// A zero-width assertion about the position in the whole text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Assertion {
+    /// Nothing has been read yet.
+    Start,
+    /// Nothing more will be read.
+    End,
+    /// At least one byte has been read.
+    NotStart,
+    /// At least one more byte will be read.
+    NotEnd,
+}
+
+/// One NFA state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Reads one byte in a range.
+    ByteRange(Transition),
+    /// Reads one byte in one of several disjoint ranges, sorted by byte.
+    Sparse(Box<[Transition]>),
+    /// Moves on without reading.
+    Epsilon(StateId),
+    /// Moves on to any of these without reading.
+    Union(Vec<StateId>),
+    /// Moves on without reading when the assertion holds.
+    Look {
+        /// The condition.
+        assertion: Assertion,
+        /// Where to go when it holds.
+        next: StateId,
+    },
+    /// The whole pattern has matched.
+    Match,
+    /// No way on.
+    Fail,
+}
+
+/// A Thompson NFA over bytes. State [`Nfa::start`] is where matching begins; a match is any path to
+/// a [`State::Match`] whose assertions hold.
+#[derive(Clone, Debug)]
+pub struct Nfa {
+    states: Vec<State>,
+    start: StateId,
+}
+
+impl Nfa {
+    /// Compiles `hir`. Intersections and complements inside it are built as DFAs under
+    /// `dfa_config`'s limits; everything else counts against `config`.
+    pub fn new(hir: &Hir, config: &NfaConfig, dfa_config: &DfaConfig) -> Result<Nfa> {
+        let mut b = Builder {
+            states: Vec::new(),
+            max_states: config.max_states,
+            config: *config,
+            dfa_config: *dfa_config,
+        };
+        let frag = b.compile(hir)?;
+        let m = b.add(State::Match)?;
+        b.patch(frag.end, m);
+        Ok(Nfa {
+            states: b.states,
+            start: frag.start,
+        })
+    }
+
+    /// Where matching begins.
+    pub fn start(&self) -> StateId {
+        self.start
+    }
+
+    /// All states, indexed by [`StateId`].
+    pub fn states(&self) -> &[State] {
+        &self.states
+    }
+
+    /// The state `id`; [`State::Fail`] when there is none.
+    pub fn state(&self, id: StateId) -> &State {
+        self.states.get(id as usize).unwrap_or(&State::Fail)
+    }
+
+    /// Number of states.
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Whether the NFA has no states (never true for a compiled one).
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// Heap bytes the states hold, approximately.
+    pub fn memory_bytes(&self) -> usize {
+        let extra: usize = self
+            .states
+            .iter()
+            .map(|s| match s {
+                State::Sparse(t) => t.len() * std::mem::size_of::<Transition>(),
+                State::Union(u) => u.capacity() * std::mem::size_of::<StateId>(),
+                _ => 0,
+            })
+            .sum();
+        self.states.capacity() * std::mem::size_of::<State>() + extra
+    }
+}
+
+/// A partly built piece of the NFA: enter at `start`, leave through `end`, whose successor is not
+/// connected yet.
+#[derive(Clone, Copy, Debug)]
+struct Frag {
+    start: StateId,
+    end: StateId,
+}
+
+struct Builder {
+    states: Vec<State>,
+    max_states: usize,
+    config: NfaConfig,
+    dfa_config: DfaConfig,
+}
+
+impl Builder {
+    /// The single allocation point, so the limit is checked before any state exists.
+    fn add(&mut self, state: State) -> Result<StateId> {
+        self.reserve(1)?;
+        let id = self.states.len() as StateId;
+        self.states.push(state);
+        Ok(id)
+    }
+
+    /// Fails unless `n` more states fit.
+    fn reserve(&self, n: usize) -> Result<()> {
+        let total = self.states.len().saturating_add(n);
+        if total > self.max_states {
+            return Err(Error::size_limit("nfa_states", total, self.max_states));
+        }
+        Ok(())
+    }
+
+    /// Connects the open end of `from` to `to`.
+    fn patch(&mut self, from: StateId, to: StateId) {
+        match &mut self.states[from as usize] {
+            State::ByteRange(t) => t.next = to,
+            State::Epsilon(next) | State::Look { next, .. } => *next = to,
+            State::Union(alts) => alts.push(to),
+            // Fragment ends are always one of the above: every constructor below ends its
+            // fragment on an epsilon, union, look or single byte range.
+            State::Sparse(_) | State::Match | State::Fail => {}
+        }
+    }
+
+    fn empty(&mut self) -> Result<Frag> {
+        let e = self.add(State::Epsilon(PENDING))?;
+        Ok(Frag { start: e, end: e })
+    }
+
+    fn nothing(&mut self) -> Result<Frag> {
+        let start = self.add(State::Fail)?;
+        let end = self.add(State::Epsilon(PENDING))?;
+        Ok(Frag { start, end })
+    }
+
+    fn compile(&mut self, hir: &Hir) -> Result<Frag> {
+        match hir {
+            Hir::Empty => self.empty(),
+            Hir::Literal(bytes) => self.literal(bytes),
+            Hir::Class(set) => self.class(set),
+            Hir::Look(look) => {
+                let assertion = match look {
+                    Look::Start => Assertion::Start,
+                    Look::End => Assertion::End,
+                };
+                let s = self.add(State::Look {
+                    assertion,
+                    next: PENDING,
+                })?;
+                Ok(Frag { start: s, end: s })
+            }
+            Hir::Concat(children) => {
+                let mut acc: Option<Frag> = None;
+                for child in children {
+                    let f = self.compile(child)?;
+                    acc = Some(self.chain(acc, f));
+                }
+                match acc {
+                    Some(f) => Ok(f),
+                    None => self.empty(),
+                }
+            }
+            Hir::Alternation(children) => {
+                if children.is_empty() {
+                    return self.nothing();
+                }
+                let union = self.add(State::Union(Vec::with_capacity(children.len())))?;
+                let join = self.add(State::Epsilon(PENDING))?;
+                for child in children {
+                    let f = self.compile(child)?;
+                    self.patch(union, f.start);
+                    self.patch(f.end, join);
+                }
+                Ok(Frag {
+                    start: union,
+                    end: join,
+                })
+            }
+            Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
+            Hir::Intersection(_) | Hir::Complement(_) => self.boolean(hir),
+        }
+    }
+
+    fn literal(&mut self, bytes: &[u8]) -> Result<Frag> {
+        self.reserve(bytes.len().max(1))?;
+        let mut acc: Option<Frag> = None;
+        for &b in bytes {
+            let s = self.add(State::ByteRange(Transition {
+                start: b,
+                end: b,
+                next: PENDING,
+            }))?;
+            acc = Some(self.chain(acc, Frag { start: s, end: s }));
+        }
+        match acc {
+            Some(f) => Ok(f),
+            None => self.empty(),
+        }
+    }
+
+    fn class(&mut self, set: &ClassSet) -> Result<Frag> {
+        let ranges = set.ranges();
+        if ranges.is_empty() {
+            return self.nothing();
+        }
+        if ranges.len() == 1 && ranges[0].1 < 0x80 {
+            let s = self.add(State::ByteRange(Transition {
+                start: ranges[0].0 as u8,
+                end: ranges[0].1 as u8,
+                next: PENDING,
+            }))?;
+            return Ok(Frag { start: s, end: s });
+        }
+        let end = self.add(State::Epsilon(PENDING))?;
+        let mut trie = Utf8Trie::new(end);
+        for &(lo, hi) in ranges {
+            for seq in utf8_sequences(lo, hi) {
+                trie.add(self, &seq)?;
+            }
+        }
+        match trie.finish(self)? {
+            Some(start) => Ok(Frag { start, end }),
+            // Only surrogates: no byte string encodes them.
+            None => {
+                let start = self.add(State::Fail)?;
+                Ok(Frag { start, end })
+            }
+        }
+    }
+
+    /// Appends `f` to the fragment built so far.
+    fn chain(&mut self, acc: Option<Frag>, f: Frag) -> Frag {
+        match acc {
+            None => f,
+            Some(a) => {
+                self.patch(a.end, f.start);
+                Frag {
+                    start: a.start,
+                    end: f.end,
+                }
+            }
+        }
+    }
+
+    fn repeat(&mut self, sub: &Hir, min: u32, max: Option<u32>) -> Result<Frag> {
+        // Copies to build: `x{n,}` is n-1 plain copies and one looping copy, `x*` one looping copy.
+        let copies = match max {
+            Some(max) => max as usize,
+            None => (min as usize).max(1),
+        };
+        if copies == 0 {
+            return self.empty();
+        }
+        // Build one copy, measure it, and refuse before building the rest if they cannot fit.
+        let before = self.states.len();
+        let mut first = Some(self.compile(sub)?);
+        let per_copy = self.states.len() - before + 1;
+        self.reserve(per_copy.saturating_mul(copies - 1))?;
+        let mut next_copy = |b: &mut Self| match first.take() {
+            Some(f) => Ok(f),
+            None => b.compile(sub),
+        };
+
+        if min == 0 && max.is_none() {
+            let u = self.add(State::Union(Vec::with_capacity(2)))?;
+            let f = next_copy(self)?;
+            self.patch(u, f.start);
+            self.patch(f.end, u);
+            return Ok(Frag { start: u, end: u });
+        }
+        let mut acc: Option<Frag> = None;
+        for i in 0..min {
+            let mut f = next_copy(self)?;
+            if max.is_none() && i + 1 == min {
+                let u = self.add(State::Union(vec![f.start]))?;
+                self.patch(f.end, u);
+                f = Frag {
+                    start: f.start,
+                    end: u,
+                };
+            }
+            acc = Some(self.chain(acc, f));
+        }
+        if let Some(max) = max.filter(|&max| max > min) {
+            // Optional copies in a line, each able to skip straight to the exit.
+            let join = self.add(State::Epsilon(PENDING))?;
+            for _ in min..max {
+                let u = self.add(State::Union(Vec::with_capacity(2)))?;
+                let f = next_copy(self)?;
+                self.patch(u, f.start);
+                self.patch(u, join);
+                acc = Some(self.chain(
+                    acc,
+                    Frag {
+                        start: u,
+                        end: f.end,
+                    },
+                ));
+            }
+            if let Some(a) = acc {
+                self.patch(a.end, join);
+                acc = Some(Frag {
+                    start: a.start,
+                    end: join,
+                });
+            }
+        }
+        match acc {
+            Some(f) => Ok(f),
+            None => self.empty(),
+        }
+    }
+
+    /// Intersection or complement: a product DFA per anchoring case, embedded.
+    fn boolean(&mut self, hir: &Hir) -> Result<Frag> {
+        let (has_start, has_end) = anchors_in(hir);
+        let starts: &[Option<bool>] = if has_start {
+            &[Some(true), Some(false)]
+        } else {
+            &[None]
+        };
+        let ends: &[Option<bool>] = if has_end {
+            &[Some(true), Some(false)]
+        } else {
+            &[None]
+        };
+        let entry = self.add(State::Union(Vec::with_capacity(4)))?;
+        let join = self.add(State::Epsilon(PENDING))?;
+        for &at_start in starts {
+            for &at_end in ends {
+                let anchors = Anchors {
+                    text_start: at_start.unwrap_or(true),
+                    text_end: at_end.unwrap_or(true),
+                };
+                let dfa = self.boolean_dfa(hir, anchors)?;
+                if dfa.matches_nothing() {
+                    continue;
+                }
+                let mut open = entry;
+                if let Some(s) = at_start {
+                    let assertion = if s {
+                        Assertion::Start
+                    } else {
+                        Assertion::NotStart
+                    };
+                    let g = self.add(State::Look {
+                        assertion,
+                        next: PENDING,
+                    })?;
+                    self.patch(open, g);
+                    open = g;
+                }
+                let f = self.embed(&dfa)?;
+                self.patch(open, f.start);
+                open = f.end;
+                if let Some(e) = at_end {
+                    let assertion = if e { Assertion::End } else { Assertion::NotEnd };
+                    let g = self.add(State::Look {
+                        assertion,
+                        next: PENDING,
+                    })?;
+                    self.patch(open, g);
+                    open = g;
+                }
+                self.patch(open, join);
+            }
+        }
+        Ok(Frag {
+            start: entry,
+            end: join,
+        })
+    }
+
+    fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Dfa> {
+        let operand = |h: &Hir| Dfa::build(h, &self.dfa_config, &self.config, anchors);
+        match hir {
+            Hir::Intersection(children) => {
+                let mut iter = children.iter();
+                let mut acc = match iter.next() {
+                    Some(first) => operand(first)?,
+                    // No operand: every valid UTF-8 string.
+                    None => product::valid_utf8()?.clone(),
+                };
+                for child in iter {
+                    if acc.matches_nothing() {
+                        break;
+                    }
+                    let d = operand(child)?;
+                    acc = product::intersection(&acc, &d, &self.dfa_config)?;
+                }
+                Ok(acc)
+            }
+            Hir::Complement(sub) => {
+                let d = operand(sub)?;
+                product::complement(&d, &self.dfa_config)
+            }
+            other => operand(other),
+        }
+    }
+
+    /// Copies a DFA in as a fragment: one state per live DFA state, plus a union in front of each
+    /// accepting one to leave through the fragment's end.
+    fn embed(&mut self, dfa: &Dfa) -> Result<Frag> {
+        let n = dfa.num_states();
+        let accepting = dfa.accepting();
+        let needed = (1..n).map(|s| 1 + usize::from(accepting[s])).sum::<usize>() + 1;
+        self.reserve(needed)?;
+        let end = self.add(State::Epsilon(PENDING))?;
+        // Ids in order: for each live state its union (when accepting), then its byte state.
+        let base = self.states.len() as StateId;
+        let mut entry = vec![PENDING; n];
+        let mut next_id = base;
+        for s in 1..n {
+            entry[s] = next_id;
+            next_id += 1 + StateId::from(accepting[s]);
+        }
+        let mut ranges = Vec::new();
+        for s in 1..n {
+            if accepting[s] {
+                let byte_state = entry[s] + 1;
+                self.add(State::Union(vec![byte_state, end]))?;
+            }
+            ranges.clear();
+            let mut b = 0usize;
+            while b < 256 {
+                let target = dfa.next_state(s as u32, b as u8);
+                let mut e = b;
+                while e < 255 && dfa.next_state(s as u32, e as u8 + 1) == target {
+                    e += 1;
+                }
+                if target != dfa.dead() {
+                    ranges.push(Transition {
+                        start: b as u8,
+                        end: e as u8,
+                        next: entry[target as usize],
+                    });
+                }
+                b = e + 1;
+            }
+            self.add(State::Sparse(ranges.as_slice().into()))?;
+        }
+        Ok(Frag {
+            start: entry[dfa.start() as usize],
+            end,
+        })
+    }
+}
+
+/// Whether `hir` contains a start anchor and an end anchor anywhere, operands of intersections and
+/// complements included.
+fn anchors_in(hir: &Hir) -> (bool, bool) {
+    match hir {
+        Hir::Look(Look::Start) => (true, false),
+        Hir::Look(Look::End) => (false, true),
+        Hir::Empty | Hir::Literal(_) | Hir::Class(_) => (false, false),
+        Hir::Repeat { sub, .. } | Hir::Complement(sub) => anchors_in(sub),
+        Hir::Concat(c) | Hir::Alternation(c) | Hir::Intersection(c) => {
+            c.iter().fold((false, false), |(s, e), h| {
+                let (hs, he) = anchors_in(h);
+                (s || hs, e || he)
+            })
+        }
+    }
+}
+
+/// Incremental minimal-automaton construction for sorted byte-range sequences that all end in one
+/// target state.
+struct Utf8Trie {
+    target: StateId,
+    /// Frozen states by their transitions, so equal suffixes are built once.
+    register: FxHashMap<Box<[Transition]>, StateId>,
+    /// The path of the last sequence added, root first; each node's `last` edge leads to the node
+    /// after it and is not frozen yet.
+    open: Vec<OpenNode>,
+}
+
+#[derive(Default)]
+struct OpenNode {
+    done: Vec<Transition>,
+    last: Option<Utf8Range>,
+}
+
+impl Utf8Trie {
+    fn new(target: StateId) -> Self {
+        Utf8Trie {
+            target,
+            register: FxHashMap::default(),
+            open: vec![OpenNode::default()],
+        }
+    }
+
+    fn add(&mut self, b: &mut Builder, seq: &[Utf8Range]) -> Result<()> {
+        let prefix = seq
+            .iter()
+            .zip(&self.open)
+            .take_while(|(r, node)| node.last == Some(**r))
+            .count();
+        // Sorted disjoint input never repeats a whole sequence; if it did, the shared path
+        // already accepts it.
+        if prefix == seq.len() {
+            return Ok(());
+        }
+        self.freeze_from(b, prefix)?;
+        if let Some(top) = self.open.last_mut() {
+            top.last = Some(seq[prefix]);
+        }
+        for &r in &seq[prefix + 1..] {
+            self.open.push(OpenNode {
+                done: Vec::new(),
+                last: Some(r),
+            });
+        }
+        Ok(())
+    }
+
+    /// Freezes every open node deeper than `depth`, leaving `open[depth]` with its last edge
+    /// resolved.
+    fn freeze_from(&mut self, b: &mut Builder, depth: usize) -> Result<()> {
+        let mut next = self.target;
+        while self.open.len() > depth + 1 {
+            let Some(mut node) = self.open.pop() else {
+                break;
+            };
+            if let Some(r) = node.last.take() {
+                node.done.push(Transition {
+                    start: r.start,
+                    end: r.end,
+                    next,
+                });
+            }
+            next = self.intern(b, node.done)?;
+        }
+        if let Some(top) = self.open.last_mut() {
+            if let Some(r) = top.last.take() {
+                top.done.push(Transition {
+                    start: r.start,
+                    end: r.end,
+                    next,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn intern(&mut self, b: &mut Builder, transitions: Vec<Transition>) -> Result<StateId> {
+        let key: Box<[Transition]> = transitions.into_boxed_slice();
+        if let Some(&id) = self.register.get(&key) {
+            return Ok(id);
+        }
+        let id = b.add(State::Sparse(key.clone()))?;
+        self.register.insert(key, id);
+        Ok(id)
+    }
+
+    /// The root state, or `None` when no sequence was added.
+    fn finish(mut self, b: &mut Builder) -> Result<Option<StateId>> {
+        self.freeze_from(b, 0)?;
+        let root = self.open.pop().unwrap_or_default();
+        if root.done.is_empty() {
+            return Ok(None);
+        }
+        self.intern(b, root.done).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nfa(hir: &Hir) -> Result<Nfa> {
+        Nfa::new(hir, &NfaConfig::default(), &DfaConfig::default())
+    }
+
+    /// Simulates the NFA on `bytes` by tracking sets of states, as an oracle independent of the
+    /// subset construction.
+    fn simulate(nfa: &Nfa, bytes: &[u8]) -> bool {
+        let n = bytes.len();
+        let closure = |set: Vec<StateId>, pos: usize| -> Vec<StateId> {
+            let mut seen = vec![false; nfa.len()];
+            let mut stack = set;
+            let mut out = Vec::new();
+            while let Some(s) = stack.pop() {
+                if std::mem::replace(&mut seen[s as usize], true) {
+                    continue;
+                }
+                out.push(s);
+                match nfa.state(s) {
+                    State::Epsilon(next) => stack.push(*next),
+                    State::Union(alts) => stack.extend(alts),
+                    State::Look { assertion, next } => {
+                        let holds = match assertion {
+                            Assertion::Start => pos == 0,
+                            Assertion::End => pos == n,
+                            Assertion::NotStart => pos != 0,
+                            Assertion::NotEnd => pos != n,
+                        };
+                        if holds {
+                            stack.push(*next)
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            out
+        };
+        let mut cur = closure(vec![nfa.start()], 0);
+        for (i, &byte) in bytes.iter().enumerate() {
+            let mut next = Vec::new();
+            for &s in &cur {
+                match nfa.state(s) {
+                    State::ByteRange(t) if t.start <= byte && byte <= t.end => next.push(t.next),
+                    State::Sparse(ts) => next.extend(
+                        ts.iter()
+                            .filter(|t| t.start <= byte && byte <= t.end)
+                            .map(|t| t.next),
+                    ),
+                    _ => {}
+                }
+            }
+            cur = closure(next, i + 1);
+        }
+        cur.iter().any(|&s| matches!(nfa.state(s), State::Match))
+    }
+
+    #[test]
+    fn literal_alternation_and_repeats() {
+        let h = Hir::concat([
+            Hir::alternation([Hir::literal("ab"), Hir::literal("c")]),
+            Hir::repeat(Hir::literal("d"), 2, Some(3)),
+        ]);
+        let n = nfa(&h).unwrap();
+        for (s, want) in [
+            ("abdd", true),
+            ("cddd", true),
+            ("cd", false),
+            ("cdddd", false),
+            ("abcdd", false),
+        ] {
+            assert_eq!(simulate(&n, s.as_bytes()), want, "{s}");
+        }
+        let star = nfa(&Hir::repeat(Hir::literal("x"), 0, None)).unwrap();
+        assert!(simulate(&star, b"") && simulate(&star, b"xxx") && !simulate(&star, b"xy"));
+        let plus = nfa(&Hir::repeat(Hir::literal("x"), 2, None)).unwrap();
+        assert!(!simulate(&plus, b"x") && simulate(&plus, b"xx") && simulate(&plus, b"xxxx"));
+    }
+
+    #[test]
+    fn anchors_are_about_the_whole_text() {
+        let a_then_b = Hir::concat([Hir::literal("a"), Hir::Look(Look::Start), Hir::literal("b")]);
+        let n = nfa(&a_then_b).unwrap();
+        assert!(!simulate(&n, b"ab") && !simulate(&n, b"b"));
+        let either = Hir::alternation([
+            Hir::concat([
+                Hir::Look(Look::Start),
+                Hir::literal("a"),
+                Hir::Look(Look::End),
+            ]),
+            Hir::concat([
+                Hir::Look(Look::Start),
+                Hir::literal("b"),
+                Hir::Look(Look::End),
+            ]),
+        ]);
+        let n = nfa(&either).unwrap();
+        assert!(simulate(&n, b"a") && simulate(&n, b"b") && !simulate(&n, b"ab"));
+    }
+
+    #[test]
+    fn classes_cover_exactly_their_code_points() {
+        let set = ClassSet::from_ranges([
+            (0x41, 0x5A),
+            (0xE9, 0xE9),
+            (0x3B1, 0x3C9),
+            (0x1F600, 0x1F64F),
+        ]);
+        let n = nfa(&Hir::class(set.clone())).unwrap();
+        for c in (0..0x2_0000u32)
+            .step_by(7)
+            .chain([0x41, 0x5A, 0xE9, 0x3B1, 0x1F600, 0x1F64F])
+        {
+            if let Some(ch) = char::from_u32(c) {
+                assert_eq!(
+                    simulate(&n, ch.to_string().as_bytes()),
+                    set.contains(c),
+                    "U+{c:X}"
+                );
+            }
+        }
+        assert!(
+            !simulate(&n, b"\xED\xA0\x80"),
+            "an encoded surrogate is not a character"
+        );
+    }
+
+    #[test]
+    fn big_classes_share_suffixes() {
+        // Every scalar value: a handful of states, not one per sequence.
+        let any = nfa(&Hir::any_char()).unwrap();
+        assert!(any.len() < 16, "{} states for any character", any.len());
+        let n = nfa(&Hir::class(ClassSet::range(0x100, 0x10FFFF))).unwrap();
+        assert!(n.len() < 24, "{} states", n.len());
+    }
+
+    #[test]
+    fn size_limit_is_raised_early() {
+        let h = Hir::repeat(
+            Hir::repeat(Hir::literal("a"), 1000, Some(1000)),
+            1000,
+            Some(1000),
+        );
+        match nfa(&h) {
+            Err(Error::SizeLimit {
+                limit,
+                value,
+                maximum,
+            }) => {
+                assert_eq!(limit, "nfa_states");
+                assert!(value > maximum && maximum == 1_000_000);
+            }
+            other => panic!("expected a size limit, got {other:?}"),
+        }
+        let small = NfaConfig { max_states: 10 };
+        let err = Nfa::new(&Hir::literal("abcdefghijkl"), &small, &DfaConfig::default());
+        assert!(matches!(err, Err(Error::SizeLimit { .. })));
+        assert!(Nfa::new(&Hir::literal("abcdefgh"), &small, &DfaConfig::default()).is_ok());
+    }
+
+    #[test]
+    fn intersection_and_complement_fragments() {
+        let any = Hir::repeat(Hir::any_char(), 0, None);
+        // Strings with an "a" and a "b", followed by "!".
+        let both = Hir::intersection([
+            Hir::concat([any.clone(), Hir::literal("a"), any.clone()]),
+            Hir::concat([any.clone(), Hir::literal("b"), any.clone()]),
+        ]);
+        let n = nfa(&Hir::concat([both, Hir::literal("!")])).unwrap();
+        assert!(simulate(&n, b"ab!") && simulate(&n, b"xbya!") && !simulate(&n, b"aa!"));
+        assert!(!simulate(&n, b"ab"));
+        // Anything but "no": the complement holds invalid UTF-8 out too.
+        let not_no = nfa(&Hir::complement(Hir::literal("no"))).unwrap();
+        assert!(simulate(&not_no, b"") && simulate(&not_no, b"nope") && !simulate(&not_no, b"no"));
+        assert!(!simulate(&not_no, b"\xFF"));
+    }
+
+    #[test]
+    fn anchors_inside_a_complement_see_the_whole_text() {
+        // x(?~^.*) : after "x" the complement is not at the text's start, so `^.*` matches
+        // nothing there and its complement is everything.
+        let any = Hir::repeat(Hir::any_char(), 0, None);
+        let h = Hir::concat([
+            Hir::literal("x"),
+            Hir::complement(Hir::concat([Hir::Look(Look::Start), any.clone()])),
+        ]);
+        let n = nfa(&h).unwrap();
+        assert!(simulate(&n, b"x") && simulate(&n, b"xyz"));
+        // (?~^.*) alone is at the start: it matches nothing.
+        let n = nfa(&Hir::complement(Hir::concat([
+            Hir::Look(Look::Start),
+            any.clone(),
+        ])))
+        .unwrap();
+        assert!(!simulate(&n, b"") && !simulate(&n, b"abc"));
+        // (?~a$)b : the operand is never at the end, so the complement is everything.
+        let h = Hir::concat([
+            Hir::complement(Hir::concat([Hir::literal("a"), Hir::Look(Look::End)])),
+            Hir::literal("b"),
+        ]);
+        let n = nfa(&h).unwrap();
+        assert!(simulate(&n, b"ab") && simulate(&n, b"b"));
+        // (?~a$) alone: everything but "a".
+        let n = nfa(&Hir::complement(Hir::concat([
+            Hir::literal("a"),
+            Hir::Look(Look::End),
+        ])))
+        .unwrap();
+        assert!(!simulate(&n, b"a") && simulate(&n, b"aa") && simulate(&n, b""));
+    }
+}

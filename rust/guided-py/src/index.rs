@@ -1,0 +1,632 @@
+//! `guided.TokenIndex`, `guided.Guide` and the batched mask fill.
+//!
+//! Three things matter at this boundary. Caller-owned mask buffers (numpy arrays, or CPU torch
+//! tensors, viewed through `Tensor.numpy()` without a copy) are checked for dtype, rank, width,
+//! contiguity and row range before a single word is written. Work that is not O(1) runs with the
+//! GIL released, and a batch fill spreads its rows over a rayon pool, because a serving loop fills
+//! a mask for every running request at every step. And the index's trie, the expensive per
+//! vocabulary structure, is built once and shared by every index over the same `Vocabulary`.
+//!
+//! States cross into Python as ints, with -1 for the terminal state (EOS accepted), so that 0
+//! keeps its meaning of "not allowed".
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use guided_core::bitmask::words_for;
+use guided_core::guide::Guide;
+use guided_core::index::{IndexConfig, TokenIndex, TERMINAL};
+use guided_core::regex;
+use guided_core::trie::TokenTrie;
+use guided_core::vocab::Vocabulary;
+use guided_core::Error;
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use rayon::prelude::*;
+
+use crate::dfa::PyDfa;
+use crate::errors::{guard, guard_detached, guided_error};
+use crate::vocab::PyVocabulary;
+
+fn state_to_py(state: u32) -> i64 {
+    if state == TERMINAL {
+        -1
+    } else {
+        i64::from(state)
+    }
+}
+
+fn state_from_py(py: Python<'_>, state: i64) -> PyResult<u32> {
+    match state {
+        -1 => Ok(TERMINAL),
+        s if (0..i64::from(u32::MAX)).contains(&s) => Ok(s as u32),
+        s => Err(guided_error(py, format!("state {s} is out of range"))),
+    }
+}
+
+/// The trie of each live vocabulary, keyed by the vocabulary's allocation. The weak references
+/// let both be freed when the last index over them goes; a reused address fails the upgrade.
+fn shared_trie(vocab: &Arc<Vocabulary>) -> Arc<TokenTrie> {
+    type Entry = (Weak<Vocabulary>, Weak<TokenTrie>);
+    static TRIES: OnceLock<Mutex<HashMap<usize, Entry>>> = OnceLock::new();
+    let key = Arc::as_ptr(vocab) as usize;
+    let tries = TRIES.get_or_init(Default::default);
+    let mut map = tries.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((v, t)) = map.get(&key) {
+        if let (Some(v), Some(t)) = (v.upgrade(), t.upgrade()) {
+            if Arc::ptr_eq(&v, vocab) {
+                return t;
+            }
+        }
+    }
+    map.retain(|_, (v, t)| v.strong_count() > 0 && t.strong_count() > 0);
+    let trie = Arc::new(TokenIndex::trie_for(vocab));
+    map.insert(key, (Arc::downgrade(vocab), Arc::downgrade(&trie)));
+    trie
+}
+
+/// How an index was built, kept so that pickling can rebuild it.
+enum Source {
+    Regex { pattern: String, max_states: usize },
+}
+
+/// Which tokens may follow each state of a constraint, over one vocabulary.
+#[pyclass(name = "TokenIndex", module = "guided._lib", frozen)]
+pub struct PyTokenIndex {
+    pub(crate) inner: Arc<TokenIndex>,
+    vocab: Py<PyVocabulary>,
+    source: Source,
+}
+
+impl PyTokenIndex {
+    fn build(
+        py: Python<'_>,
+        vocab: &Bound<'_, PyVocabulary>,
+        source: Source,
+        make: impl FnOnce(Arc<Vocabulary>, Arc<TokenTrie>) -> Result<TokenIndex, Error> + Send,
+    ) -> PyResult<Self> {
+        let v = Arc::clone(&vocab.get().inner);
+        let index = guard_detached(py, move || {
+            let trie = shared_trie(&v);
+            make(v, trie)
+        })?;
+        Ok(PyTokenIndex {
+            inner: Arc::new(index),
+            vocab: vocab.clone().unbind(),
+            source,
+        })
+    }
+
+    fn state(&self, py: Python<'_>, state: i64) -> PyResult<u32> {
+        let s = state_from_py(py, state)?;
+        if s != TERMINAL && s as usize >= self.inner.num_states() {
+            return Err(guided_error(
+                py,
+                format!(
+                    "state {state} does not exist: the index has {} states",
+                    self.inner.num_states()
+                ),
+            ));
+        }
+        Ok(s)
+    }
+}
+
+#[pymethods]
+impl PyTokenIndex {
+    /// An index over a compiled `DFA` (complete and minimal).
+    #[new]
+    fn new(
+        py: Python<'_>,
+        dfa: &Bound<'_, PyDfa>,
+        vocab: &Bound<'_, PyVocabulary>,
+    ) -> PyResult<Self> {
+        let d = dfa.get();
+        let automaton = Arc::clone(&d.inner);
+        let source = Source::Regex {
+            pattern: d.pattern.clone(),
+            max_states: d.max_states,
+        };
+        Self::build(py, vocab, source, move |v, trie| {
+            Ok(TokenIndex::from_dfa(&automaton, v, trie))
+        })
+    }
+
+    /// An index over `pattern`, whose automaton is built lazily as states are visited.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, vocab, *, max_states = 20_000))]
+    fn from_regex(
+        py: Python<'_>,
+        pattern: String,
+        vocab: &Bound<'_, PyVocabulary>,
+        max_states: usize,
+    ) -> PyResult<Self> {
+        let source = Source::Regex {
+            pattern: pattern.clone(),
+            max_states,
+        };
+        let config = IndexConfig {
+            max_states,
+            ..IndexConfig::default()
+        };
+        Self::build(py, vocab, source, move |v, trie| {
+            let hir = regex::parse(&pattern)?;
+            TokenIndex::from_hir(&hir, v, trie, &config)
+        })
+    }
+
+    /// The start state.
+    #[getter]
+    fn initial_state(&self) -> u32 {
+        self.inner.initial_state()
+    }
+
+    /// Automaton states built so far (the automaton grows as states are visited).
+    #[getter]
+    fn num_states(&self) -> usize {
+        self.inner.num_states()
+    }
+
+    /// The model's logit width.
+    #[getter]
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    /// The EOS ids, allowed exactly in accepting states.
+    #[getter]
+    fn eos_token_ids(&self) -> Vec<u32> {
+        self.inner.eos_token_ids().to_vec()
+    }
+
+    /// The vocabulary.
+    #[getter]
+    fn vocabulary(&self, py: Python<'_>) -> Py<PyVocabulary> {
+        self.vocab.clone_ref(py)
+    }
+
+    /// The state `token` leads to: 0 if not allowed, -1 for EOS accepted.
+    fn next_state(&self, py: Python<'_>, state: i64, token: i64) -> PyResult<i64> {
+        let s = self.state(py, state)?;
+        let index = &self.inner;
+        guard(py, || index.next_state(s, token)).map(state_to_py)
+    }
+
+    /// Every token's successor from `state` (int32 `[vocab_size]`, 0 = not allowed, -1 = EOS).
+    fn next_states<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let s = self.state(py, state)?;
+        let index = Arc::clone(&self.inner);
+        let next = guard_detached(py, move || index.next_states(s))?;
+        let out: Vec<i32> = next.into_iter().map(|t| state_to_py(t) as i32).collect();
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// The packed mask of `state` (int32 `[ceil(vocab_size/32)]`).
+    fn bitmask<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyArray1<i32>>> {
+        let s = self.state(py, state)?;
+        let index = Arc::clone(&self.inner);
+        let mask = guard_detached(py, move || index.mask(s))?;
+        Ok(PyArray1::from_vec(
+            py,
+            mask.words().iter().map(|&w| w as i32).collect(),
+        ))
+    }
+
+    /// The mask of `state` as one bool per token id.
+    fn allowed<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyArray1<bool>>> {
+        let s = self.state(py, state)?;
+        let index = Arc::clone(&self.inner);
+        let mask = guard_detached(py, move || index.mask(s))?;
+        let mut out = vec![false; self.inner.vocab_size()];
+        for id in mask.iter() {
+            out[id as usize] = true;
+        }
+        Ok(PyArray1::from_vec(py, out))
+    }
+
+    /// Whether `state` accepts (EOS allowed).
+    fn is_accepting(&self, py: Python<'_>, state: i64) -> PyResult<bool> {
+        let s = self.state(py, state)?;
+        Ok(self.inner.is_accepting(s))
+    }
+
+    /// Whether only EOS can follow `state`.
+    fn is_final(&self, py: Python<'_>, state: i64) -> PyResult<bool> {
+        let s = self.state(py, state)?;
+        let index = &self.inner;
+        guard(py, || index.is_final(s))
+    }
+
+    /// Bytes the index holds: automaton, cached masks, and its (shared) token trie.
+    fn memory_bytes(&self) -> usize {
+        self.inner.memory_bytes()
+    }
+
+    /// Distinct masks computed so far.
+    #[getter]
+    fn num_masks(&self) -> usize {
+        self.inner.num_masks()
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+        let restore = py.import("guided._pickle")?.getattr("restore_index")?;
+        let args = match &self.source {
+            Source::Regex {
+                pattern,
+                max_states,
+            } => ("regex", pattern.clone(), self.vocab.clone_ref(py), {
+                let d = PyDict::new(py);
+                d.set_item("max_states", max_states)?;
+                d.unbind()
+            }),
+        };
+        Ok((
+            restore.unbind(),
+            args.into_pyobject(py)?.into_any().unbind(),
+        ))
+    }
+
+    fn __repr__(&self) -> String {
+        let what = match &self.source {
+            Source::Regex { pattern, .. } => format!("regex={pattern:?}"),
+        };
+        format!(
+            "TokenIndex({what}, vocab_size={}, states={}, masks={})",
+            self.inner.vocab_size(),
+            self.inner.num_states(),
+            self.inner.num_masks()
+        )
+    }
+}
+
+/// A writable 2-D int32 mask buffer: a numpy array, or a CPU torch tensor seen through
+/// `Tensor.numpy()` (same memory, no copy). Anything else is refused before any write.
+fn mask_buffer<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    width: usize,
+) -> PyResult<Bound<'py, PyArray2<i32>>> {
+    let array = if let Ok(a) = obj.cast::<PyArray2<i32>>() {
+        a.clone()
+    } else if obj.hasattr("data_ptr")? && obj.hasattr("numpy")? {
+        let device = obj
+            .getattr("device")?
+            .getattr("type")?
+            .extract::<String>()?;
+        if device != "cpu" {
+            return Err(guided_error(
+                py,
+                format!("bitmask must be a CPU buffer, got a tensor on {device}"),
+            ));
+        }
+        let dtype = obj.getattr("dtype")?.str()?.to_string();
+        if dtype != "torch.int32" {
+            return Err(guided_error(
+                py,
+                format!("bitmask must be int32, got {dtype}"),
+            ));
+        }
+        let view = obj.call_method0("numpy")?;
+        view.cast::<PyArray2<i32>>()
+            .map_err(|_| guided_error(py, "bitmask must be a 2-D int32 tensor"))?
+            .clone()
+    } else {
+        let kind = obj.get_type().name()?.to_string();
+        let detail = match obj.getattr("dtype") {
+            Ok(d) => format!(
+                " with dtype {} and {} dimensions",
+                d.str()?,
+                obj.getattr("ndim")
+                    .map_or("?".to_string(), |n| n.to_string())
+            ),
+            Err(_) => String::new(),
+        };
+        return Err(guided_error(
+            py,
+            format!(
+                "bitmask must be a 2-D int32 numpy array or CPU torch tensor, got {kind}{detail}"
+            ),
+        ));
+    };
+    if !array.is_c_contiguous() {
+        return Err(guided_error(py, "bitmask must be C-contiguous"));
+    }
+    let cols = array.shape()[1];
+    if cols != width {
+        return Err(guided_error(
+            py,
+            format!("bitmask rows must hold ceil(vocab_size/32) = {width} words, got {cols}"),
+        ));
+    }
+    if !(array.data() as usize).is_multiple_of(std::mem::align_of::<i32>()) {
+        return Err(guided_error(py, "bitmask data is not 4-byte aligned"));
+    }
+    Ok(array)
+}
+
+fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
+    if row < 0 || row as u64 >= rows as u64 {
+        return Err(guided_error(
+            py,
+            format!("row {row} is out of range for a bitmask with {rows} rows"),
+        ));
+    }
+    Ok(row as usize)
+}
+
+fn write_row(dst: &mut [i32], src: &[u32]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = s as i32;
+    }
+}
+
+/// A row to fill: where it goes, which index, which state.
+type Job<'a> = (&'a mut [i32], Arc<TokenIndex>, u32);
+
+/// Writes the mask of `state` (EOS only once terminated) into `dst`.
+fn fill_row(dst: &mut [i32], index: &TokenIndex, state: u32) -> Result<(), Error> {
+    let mask = index.mask(state)?;
+    write_row(dst, mask.words());
+    Ok(())
+}
+
+/// One request's position in a constraint.
+#[pyclass(name = "Guide", module = "guided._lib")]
+pub struct PyGuide {
+    inner: Guide,
+    index: Py<PyTokenIndex>,
+    max_rollback: i64,
+}
+
+#[pymethods]
+impl PyGuide {
+    #[new]
+    #[pyo3(signature = (index, *, max_rollback = 0))]
+    fn new(py: Python<'_>, index: &Bound<'_, PyTokenIndex>, max_rollback: i64) -> PyResult<Self> {
+        let bound = match max_rollback {
+            -1 => None,
+            n if n >= 0 => Some(n as usize),
+            n => {
+                return Err(guided_error(
+                    py,
+                    format!("max_rollback must be -1 (unlimited) or >= 0, got {n}"),
+                ))
+            }
+        };
+        Ok(PyGuide {
+            inner: Guide::new(Arc::clone(&index.get().inner), bound),
+            index: index.clone().unbind(),
+            max_rollback,
+        })
+    }
+
+    /// The index this guide walks.
+    #[getter]
+    fn index(&self, py: Python<'_>) -> Py<PyTokenIndex> {
+        self.index.clone_ref(py)
+    }
+
+    /// The current state (-1 once EOS was accepted).
+    #[getter]
+    fn state(&self) -> i64 {
+        state_to_py(self.inner.state())
+    }
+
+    /// EOS accepted, or a final state reached: nothing but EOS may follow.
+    #[getter]
+    fn finished(&self, py: Python<'_>) -> PyResult<bool> {
+        let g = &self.inner;
+        guard(py, || g.is_finished())
+    }
+
+    /// Whether EOS has been accepted.
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
+    }
+
+    /// Whether the output so far is complete (EOS allowed now).
+    fn is_accepting(&self) -> bool {
+        self.inner.is_accepting()
+    }
+
+    /// Consumes `token`; raises `InvalidTokenError` and stays put if it is not allowed.
+    fn advance(&mut self, py: Python<'_>, token: i64) -> PyResult<()> {
+        let g = &mut self.inner;
+        guard(py, || g.advance(token))
+    }
+
+    /// Consumes `token` if allowed and says whether it did.
+    fn accept_token(&mut self, py: Python<'_>, token: i64) -> PyResult<bool> {
+        let g = &mut self.inner;
+        guard(py, || g.accept_token(token))
+    }
+
+    /// Consumes all of `tokens` if each is allowed in turn, else none of them.
+    fn accept_tokens(&mut self, py: Python<'_>, tokens: Vec<i64>) -> PyResult<bool> {
+        let g = &mut self.inner;
+        guard(py, || g.accept_tokens(&tokens))
+    }
+
+    /// The length of the longest accepted prefix of `tokens`; the state does not change.
+    fn validate_tokens(&self, py: Python<'_>, tokens: Vec<i64>) -> PyResult<usize> {
+        let g = &self.inner;
+        guard(py, || g.validate_tokens(&tokens))
+    }
+
+    /// Undoes the last `n` tokens.
+    #[pyo3(signature = (n = 1))]
+    fn rollback(&mut self, py: Python<'_>, n: i64) -> PyResult<()> {
+        if n < 0 {
+            return Err(guided_error(py, format!("cannot roll back {n} tokens")));
+        }
+        let g = &mut self.inner;
+        guard(py, || g.rollback(n as usize))
+    }
+
+    /// Back to the start.
+    fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    /// An independent guide in the same state, with the same history.
+    fn copy(&self, py: Python<'_>) -> Self {
+        PyGuide {
+            inner: self.inner.clone(),
+            index: self.index.clone_ref(py),
+            max_rollback: self.max_rollback,
+        }
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> Self {
+        self.copy(py)
+    }
+
+    /// Writes the next-token mask into row `index` of a 2-D int32 CPU buffer.
+    #[pyo3(signature = (bitmask, index = 0))]
+    fn fill_bitmask(&self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: i64) -> PyResult<()> {
+        let width = words_for(self.inner.index().vocab_size());
+        let array = mask_buffer(py, bitmask, width)?;
+        let row = check_row(py, index, array.shape()[0])?;
+        let index = Arc::clone(self.inner.index());
+        let state = self.inner.state();
+        let mut rw = array
+            .try_readwrite()
+            .map_err(|e| guided_error(py, format!("bitmask is not writable: {e}")))?;
+        let slice = rw
+            .as_slice_mut()
+            .map_err(|_| guided_error(py, "bitmask must be C-contiguous"))?;
+        let dst = &mut slice[row * width..(row + 1) * width];
+        guard_detached(py, move || fill_row(dst, &index, state))
+    }
+
+    /// The allowed tokens as a torch bool tensor `[vocab_size]` (on `device` if given).
+    #[pyo3(signature = (device = None))]
+    fn allowed<'py>(
+        &self,
+        py: Python<'py>,
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let index = Arc::clone(self.inner.index());
+        let state = self.inner.state();
+        let vocab_size = index.vocab_size();
+        let flags = guard_detached(py, move || {
+            let mask = index.mask(state)?;
+            Ok((0..vocab_size as u32)
+                .map(|t| mask.contains(t))
+                .collect::<Vec<bool>>())
+        })?;
+        let torch = py.import("torch")?;
+        let tensor = torch.call_method1("from_numpy", (PyArray1::from_vec(py, flags),))?;
+        match device {
+            Some(d) => tensor.call_method1("to", (d,)),
+            None => Ok(tensor),
+        }
+    }
+
+    /// The bytes every valid continuation starts with (jump-forward).
+    fn forced_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let g = &self.inner;
+        let bytes = guard(py, || g.forced_bytes())?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Guide(state={}, terminated={})",
+            state_to_py(self.inner.state()),
+            self.inner.is_terminated()
+        )
+    }
+}
+
+/// A rayon pool of `threads` workers, built once per distinct size.
+fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, Error> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = pools.get(&threads) {
+        return Ok(Arc::clone(p));
+    }
+    let p = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Invalid(format!("cannot start {threads} threads: {e}")))?;
+    let p = Arc::new(p);
+    pools.insert(threads, Arc::clone(&p));
+    Ok(p)
+}
+
+/// Fills one bitmask row per guide in one call, in parallel, with the GIL released. Row `i` of
+/// `bitmask` receives guide `i`'s mask, or guide `i`'s mask goes to row `indices[i]`.
+#[pyfunction]
+#[pyo3(signature = (guides, bitmask, indices = None, *, threads = None))]
+pub fn fill_next_token_bitmask(
+    py: Python<'_>,
+    guides: Vec<PyRef<'_, PyGuide>>,
+    bitmask: &Bound<'_, PyAny>,
+    indices: Option<Vec<i64>>,
+    threads: Option<usize>,
+) -> PyResult<()> {
+    let Some(first) = guides.first() else {
+        return Ok(());
+    };
+    let width = words_for(first.inner.index().vocab_size());
+    let array = mask_buffer(py, bitmask, width)?;
+    let rows = array.shape()[0];
+    if let Some(ix) = &indices {
+        if ix.len() != guides.len() {
+            return Err(guided_error(
+                py,
+                format!(
+                    "indices has {} entries for {} guides",
+                    ix.len(),
+                    guides.len()
+                ),
+            ));
+        }
+    }
+    let mut targets = Vec::with_capacity(guides.len());
+    let mut used = vec![false; rows];
+    for (i, g) in guides.iter().enumerate() {
+        if words_for(g.inner.index().vocab_size()) != width {
+            return Err(guided_error(
+                py,
+                "all guides in one fill must share a vocabulary width",
+            ));
+        }
+        let row = check_row(py, indices.as_ref().map_or(i as i64, |ix| ix[i]), rows)?;
+        if std::mem::replace(&mut used[row], true) {
+            return Err(guided_error(py, format!("row {row} is named twice")));
+        }
+        targets.push((row, Arc::clone(g.inner.index()), g.inner.state()));
+    }
+    if threads == Some(0) {
+        return Err(guided_error(py, "threads must be at least 1"));
+    }
+    let mut rw = array
+        .try_readwrite()
+        .map_err(|e| guided_error(py, format!("bitmask is not writable: {e}")))?;
+    let slice = rw
+        .as_slice_mut()
+        .map_err(|_| guided_error(py, "bitmask must be C-contiguous"))?;
+    let mut row_slices: Vec<Option<&mut [i32]>> = slice.chunks_mut(width).map(Some).collect();
+    let mut jobs: Vec<Job<'_>> = Vec::with_capacity(targets.len());
+    for (row, index, state) in targets {
+        if let Some(dst) = row_slices[row].take() {
+            jobs.push((dst, index, state));
+        }
+    }
+    guard_detached(py, move || {
+        let run = |jobs: Vec<Job<'_>>| -> Result<(), Error> {
+            jobs.into_par_iter()
+                .try_for_each(|(dst, index, state)| fill_row(dst, &index, state))
+        };
+        match threads {
+            Some(n) => pool(n)?.install(|| run(jobs)),
+            None => run(jobs),
+        }
+    })
+}
