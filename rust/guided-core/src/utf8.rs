@@ -134,21 +134,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Every byte string a sequence matches, appended to `out`.
-    fn expand(seq: &[Utf8Range], out: &mut Vec<Vec<u8>>) {
-        let mut cur: Vec<Vec<u8>> = vec![Vec::new()];
-        for r in seq {
-            let mut next = Vec::with_capacity(cur.len() * (r.end - r.start + 1) as usize);
-            for prefix in &cur {
+    /// Calls `f` on every byte string `seq` matches.
+    fn for_each_string(seq: &[Utf8Range], buf: &mut Vec<u8>, f: &mut impl FnMut(&[u8])) {
+        match seq.split_first() {
+            None => f(buf),
+            Some((r, rest)) => {
                 for b in r.start..=r.end {
-                    let mut p = prefix.clone();
-                    p.push(b);
-                    next.push(p);
+                    buf.push(b);
+                    for_each_string(rest, buf, f);
+                    buf.pop();
                 }
             }
-            cur = next;
         }
-        out.extend(cur);
     }
 
     /// Checks the contract for `lo..=hi` by enumerating every string every sequence matches:
@@ -156,13 +153,11 @@ mod tests {
     fn check_exhaustively(lo: u32, hi: u32) {
         let seqs = utf8_sequences(lo, hi);
         let mut hits = vec![0u8; MAX_CODE_POINT as usize + 1];
-        let mut strings = Vec::new();
+        let mut buf = Vec::with_capacity(4);
         for seq in &seqs {
             assert!(!seq.is_empty() && seq.len() <= 4, "{seq:?}");
             assert!(seq.iter().all(|r| r.start <= r.end), "{seq:?}");
-            strings.clear();
-            expand(seq, &mut strings);
-            for s in &strings {
+            for_each_string(seq, &mut buf, &mut |s| {
                 let text = std::str::from_utf8(s)
                     .unwrap_or_else(|_| panic!("{seq:?} matches invalid UTF-8 {s:02X?}"));
                 let mut chars = text.chars();
@@ -174,7 +169,7 @@ mod tests {
                     "{seq:?} matches U+{c:X} outside {lo:X}..={hi:X}"
                 );
                 hits[c as usize] += 1;
-            }
+            });
         }
         for c in 0..=MAX_CODE_POINT {
             let expected = u8::from(lo <= c && c <= hi && !(0xD800..=0xDFFF).contains(&c));

@@ -211,8 +211,10 @@ fn leaf(anchors: bool) -> BoxedStrategy<Hir> {
     let mut options: Vec<(u32, BoxedStrategy<Hir>)> = vec![
         (4, literal().boxed()),
         (3, class().prop_map(Hir::class).boxed()),
-        (1, Just(Hir::Empty).boxed()),
     ];
+    if !anchors {
+        options.push((1, Just(Hir::Empty).boxed()));
+    }
     if anchors {
         options.push((1, Just(Hir::Look(Look::Start)).boxed()));
         options.push((1, Just(Hir::Look(Look::End)).boxed()));
@@ -220,9 +222,23 @@ fn leaf(anchors: bool) -> BoxedStrategy<Hir> {
     proptest::strategy::Union::new_weighted(options).boxed()
 }
 
+fn widen(h: Hir, mode: u8) -> Hir {
+    let any = || Hir::repeat(Hir::class(ClassSet::single(0xA).negate()), 0, None);
+    match mode {
+        0 => h,
+        1 => Hir::concat([h, any()]),
+        2 => Hir::repeat(h, 0, None),
+        _ => Hir::concat([any(), h, any()]),
+    }
+}
+
 /// Random HIRs built with the smart constructors, as a parser would.
 fn hir(anchors: bool, boolean: bool) -> impl Strategy<Value = Hir> {
-    leaf(anchors).prop_recursive(4, 24, 4, move |inner| {
+    hir_sized(anchors, boolean, 4, 24)
+}
+
+fn hir_sized(anchors: bool, boolean: bool, depth: u32, size: u32) -> impl Strategy<Value = Hir> {
+    leaf(anchors).prop_recursive(depth, size, 4, move |inner| {
         let mut options: Vec<(u32, BoxedStrategy<Hir>)> = vec![
             (
                 3,
@@ -244,10 +260,14 @@ fn hir(anchors: bool, boolean: bool) -> impl Strategy<Value = Hir> {
             ),
         ];
         if boolean {
+            // Operands drawn independently rarely overlap; widening them with `.*x.*`, `x.*` or
+            // `x*` gives intersections that are neither empty nor trivial.
             options.push((
-                1,
-                proptest::collection::vec(inner.clone(), 2..3)
-                    .prop_map(Hir::intersection)
+                2,
+                proptest::collection::vec((inner.clone(), 0u8..6), 2..4)
+                    .prop_map(|ops| {
+                        Hir::intersection(ops.into_iter().map(|(h, mode)| widen(h, mode)))
+                    })
                     .boxed(),
             ));
             options.push((1, inner.prop_map(Hir::complement).boxed()));
@@ -396,7 +416,7 @@ fn check_structure(d: &Dfa) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(384))]
+    #![proptest_config(ProptestConfig::with_cases(3000))]
 
     #[test]
     fn matches_the_regex_crate(
@@ -412,6 +432,29 @@ proptest! {
         }
     }
 
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn matches_the_regex_crate_on_larger_patterns(
+        h in hir_sized(true, false, 7, 96),
+        random in proptest::collection::vec(text(9), 16),
+        seed in any::<u64>(),
+    ) {
+        let d = dfa(&h);
+        check_structure(&d)?;
+        let re = regex_oracle(&h);
+        for t in candidates(&h, &d, seed, random) {
+            prop_assert_eq!(d.is_match(&t), re.is_match(&t), "{} on {:02X?}", h, t);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
     #[test]
     fn matches_brute_force_with_boolean_operators(
         h in hir(true, true),
@@ -424,6 +467,11 @@ proptest! {
             prop_assert_eq!(d.is_match(&t), brute_force(&h, &t), "{} on {:02X?}", h, t);
         }
     }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
     fn equal_languages_give_equal_dfas(h in hir(true, true), g in hir(false, false)) {
