@@ -17,6 +17,7 @@ from guided._errors import (
     UnsupportedSchemaError,
     VocabularyError,
 )
+from guided._json_schema import json_schema_to_regex
 from guided._lib import (
     DFA,
     Guide,
@@ -41,5 +42,6 @@ __all__ = [
     "VocabularyError",
     "__version__",
     "fill_next_token_bitmask",
+    "json_schema_to_regex",
     "utf8_sequences",
 ]

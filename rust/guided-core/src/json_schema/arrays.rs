@@ -147,7 +147,7 @@ impl<'a> Compiler<'a> {
             .filter_map(|o| o.rest.clone())
             .map(Part::Schema)
             .collect();
-        let max_free = self.opts.max_recursion_depth as u32;
+        let max_free = self.opts.max_free_depth as u32;
         let item_ctx = |me: &Self| {
             let strict = ctx.strict.as_ref().map(|l| l.child_item(&me.doc));
             ctx.child(flat, unconstrained, max_free, strict)
@@ -158,10 +158,11 @@ impl<'a> Compiler<'a> {
             let c = item_ctx(self);
             let l = self.compile_loc(parts_at(i), &c)?;
             depth = depth.max(l.depth);
-            items.push(l.hir);
+            items.push(super::compile::barrier(l.hir));
         }
         let c = item_ctx(self);
-        let rest = self.compile_loc(rest_parts.clone(), &c)?;
+        let mut rest = self.compile_loc(rest_parts.clone(), &c)?;
+        rest.hir = super::compile::barrier(rest.hir);
         depth = depth.max(rest.depth);
         // Items that admit nothing end the array there.
         let mut hi = max;
@@ -296,7 +297,7 @@ impl<'a> Compiler<'a> {
         flat: &Flat<'a>,
         unconstrained: bool,
     ) -> Result<Counted> {
-        let max_free = self.opts.max_recursion_depth as u32;
+        let max_free = self.opts.max_free_depth as u32;
         let sep = self.sep();
         // Simple case: one shared item language and no length bounds: build the count directly.
         let direct = k == 0 && min == 0 && max.is_none();
@@ -399,7 +400,7 @@ impl<'a> Compiler<'a> {
         unconstrained: bool,
         ptr: &str,
     ) -> Result<Option<Hir>> {
-        let max_free = self.opts.max_recursion_depth as u32;
+        let max_free = self.opts.max_free_depth as u32;
         let mut domain: Vec<&'a Value> = Vec::new();
         let mut positions: Vec<Vec<Part<'a>>> = (0..k)
             .map(|i| {

@@ -106,8 +106,6 @@ pub(crate) struct Flat<'a> {
     pub(crate) seen: HashSet<Rc<str>>,
     /// `$ref` targets expanded here (recursion accounting for the children).
     pub(crate) refs: Vec<Rc<str>>,
-    /// Base URIs of schema resources entered here (the dynamic scope).
-    pub(crate) scope: Vec<Rc<str>>,
 }
 
 /// What kind of choice a branching keyword makes.
@@ -149,7 +147,6 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cover: Option<u32>,
     /// The strict layout of this location, when one is in force.
     pub(crate) strict: Option<Rc<Loc<'a>>>,
-    scope: Rc<Vec<Rc<str>>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -161,7 +158,6 @@ impl<'a> Ctx<'a> {
             free,
             cover: None,
             strict: None,
-            scope: Rc::new(Vec::new()),
         }
     }
 
@@ -180,13 +176,6 @@ impl<'a> Ctx<'a> {
                 parent: refs,
             }));
         }
-        let scope = if flat.scope.is_empty() {
-            self.scope.clone()
-        } else {
-            let mut s = (*self.scope).clone();
-            s.extend(flat.scope.iter().cloned());
-            Rc::new(s)
-        };
         Ctx {
             nest: self.nest + 1,
             refs,
@@ -197,7 +186,6 @@ impl<'a> Ctx<'a> {
             },
             cover: self.cover.map(|r| r.saturating_sub(1)),
             strict: strict.map(Rc::new),
-            scope,
         }
     }
 
@@ -431,8 +419,14 @@ impl<'a> Compiler<'a> {
             if !flat.seen.insert(s.ptr.clone()) {
                 continue;
             }
-            if obj.contains_key("$id") || obj.contains_key("id") {
-                flat.scope.push(s.base.clone());
+            if let Some(m) = obj.get("$schema").and_then(Value::as_str) {
+                if !super::resolve::Draft::known_metaschema(m) {
+                    self.skip_or_fail(
+                        "$schema",
+                        &s.ptr,
+                        &format!("{m:?} is not an official metaschema; the vocabularies it enables cannot be checked (read as 2020-12)"),
+                    )?;
+                }
             }
             if let Some(r) = obj.get("$ref") {
                 let r = r
@@ -453,12 +447,10 @@ impl<'a> Compiler<'a> {
                 let r = r
                     .as_str()
                     .ok_or_else(|| self.unsupported("$dynamicRef", &s.ptr, "must be a string"))?;
-                let mut scope: Vec<Rc<str>> = (*ctx.scope).clone();
-                scope.extend(flat.scope.iter().cloned());
                 let t = if obj.contains_key("$dynamicRef") {
-                    self.doc.resolve_dynamic(&s, r, &scope)
+                    self.doc.resolve_dynamic(&s, r)
                 } else {
-                    self.resolve_recursive(&s, r, &scope)
+                    self.resolve_recursive(&s, r)
                 }
                 .map_err(|m| self.unsupported("$dynamicRef", &s.ptr, &m))?;
                 if !self.enter_ref(t, flat, ctx, &mut queue) {
@@ -520,14 +512,13 @@ impl<'a> Compiler<'a> {
         &self,
         from: &SchemaRef<'a>,
         r: &str,
-        scope: &[Rc<str>],
     ) -> std::result::Result<SchemaRef<'a>, String> {
         let target = self.doc.resolve(from, r)?;
         if target.get("$recursiveAnchor").and_then(Value::as_bool) != Some(true) {
             return Ok(target);
         }
-        for base in scope {
-            if let Ok(t) = self.doc.resolve(from, base) {
+        for base in from.scope_bases() {
+            if let Ok(t) = self.doc.resolve(from, &base) {
                 if t.get("$recursiveAnchor").and_then(Value::as_bool) == Some(true) {
                     return Ok(t);
                 }
@@ -682,7 +673,7 @@ impl<'a> Compiler<'a> {
     fn exponents(&self, flat: &Flat<'a>, ctx: &Ctx<'a>) -> bool {
         match &ctx.strict {
             Some(loc) => loc.exponents(&self.doc),
-            None => !flat.schemas.iter().any(|s| s.get("multipleOf").is_some()),
+            None => !flat.schemas.iter().any(super::layout::excludes_exponents),
         }
     }
 
@@ -766,10 +757,27 @@ impl<'a> Compiler<'a> {
             lo: sc.lo.clone(),
             hi: sc.hi.clone(),
             multiple_of: sc.step.as_ref().map(|(d, _)| d.clone()),
-            exponents: self.exponents(flat, ctx),
+            // Integers are written without exponents (see `numbers`).
+            exponents: !integer && self.exponents(flat, ctx),
             max_nodes: self.opts.max_multiple_of_nodes,
         };
-        match number_language(&spec) {
+        let lang = number_language(&spec).and_then(|h| {
+            if sc.types.has(Types::INT) || h.is_nothing() {
+                return Ok(h);
+            }
+            // Only non-integral values: every text of an integral value (in every spelling the
+            // location admits, exponent texts included) is taken out.
+            let integral = number_language(&NumberSpec {
+                integer: true,
+                lo: None,
+                hi: None,
+                multiple_of: None,
+                exponents: spec.exponents,
+                max_nodes: spec.max_nodes,
+            })?;
+            Ok(Hir::intersection([h, Hir::complement(integral)]))
+        });
+        match lang {
             Ok(h) => Ok(h),
             Err(e) => {
                 let ptr = sc
@@ -799,7 +807,12 @@ impl<'a> Compiler<'a> {
         for (p, ptr) in &sc.patterns {
             parts.push(self.pattern(p, ptr)?);
         }
-        for (f, ptr) in &sc.formats {
+        let formats = if self.opts.assert_formats {
+            sc.formats.as_slice()
+        } else {
+            &[]
+        };
+        for (f, ptr) in formats {
             match super::formats::format_value(f) {
                 Some(h) => parts.push(h),
                 None => self.skip_or_fail("format", ptr, &format!("unknown format {f:?}"))?,
@@ -913,6 +926,29 @@ impl<'a> Compiler<'a> {
         }
         Ok(sc)
     }
+}
+
+/// Child languages at least this large are compiled behind a barrier (see [`barrier`]).
+const BARRIER_NODES: usize = 48;
+
+/// Marks `h` to be determinized and minimized on its own before the enclosing automaton is built.
+///
+/// The automaton layer compiles every operand of an intersection to its own minimized DFA and
+/// embeds that, one NFA state per DFA state. An intersection of one operand is therefore a
+/// minimization barrier: the value languages the compiler copies (a member's value appears twice
+/// in the comma construction of objects, and an unconstrained value holds four copies of the
+/// level below it) reach the enclosing subset construction already minimized, instead of as
+/// copies of their whole expression tree, which would make the unminimized automaton grow with the
+/// size of the expression rather than with the size of the language. The barrier means nothing to
+/// the language, and [`super::strip_barriers`] removes it before an expression is printed.
+pub(crate) fn barrier(h: Hir) -> Hir {
+    if h.is_nothing()
+        || matches!(h, Hir::Intersection(_))
+        || super::elimination::hir_size(&h) < BARRIER_NODES
+    {
+        return h;
+    }
+    Hir::Intersection(vec![h])
 }
 
 /// Container nesting of a JSON value.

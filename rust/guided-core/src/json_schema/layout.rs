@@ -24,8 +24,8 @@
 //!   location through [`Loc`], the collection of schemas and constant values reachable there.
 //!
 //! A strict [`Loc`] also fixes the number policy of its location: exponent texts are admitted
-//! unless some schema there carries `multipleOf`, so that every language built for the location
-//! reads numbers the same way.
+//! unless some schema there carries `multipleOf` or `type: integer`, so that every language built
+//! for the location reads numbers the same way.
 
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -241,10 +241,11 @@ impl<'a> Loc<'a> {
         })
     }
 
-    /// Whether numbers here may be written with an exponent (no `multipleOf` applies here).
+    /// Whether numbers here may be written with an exponent: not where `multipleOf` or
+    /// `type: integer` applies.
     pub(crate) fn exponents(&self, doc: &Document<'a>) -> bool {
         !self.closure(doc).iter().any(|s| match s {
-            Source::Schema(s) => s.get("multipleOf").is_some(),
+            Source::Schema(s) => excludes_exponents(s),
             Source::Value(_) => false,
         })
     }
@@ -324,6 +325,17 @@ impl<'a> Loc<'a> {
         }
         Loc::new(out)
     }
+}
+
+/// Whether `s` makes its location write numbers without exponents (`multipleOf`, or `integer`
+/// among its types).
+pub(crate) fn excludes_exponents(s: &SchemaRef<'_>) -> bool {
+    let integer = match s.get("type") {
+        Some(Value::String(t)) => t == "integer",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "integer"),
+        _ => false,
+    };
+    integer || s.get("multipleOf").is_some()
 }
 
 /// The subschemas that may govern a member of `s` by something other than its name:

@@ -15,8 +15,8 @@
 //! to 20 of space, tab, CR, LF). Object members in the declared order (see [`layout`]); undeclared
 //! members after them. Strings with raw UTF-8 or the escapes Python and JavaScript write, including
 //! `\uXXXX` for every non-ASCII code point (see [`strings`]). Numbers as plain decimals or normalized
-//! exponent texts (see [`numbers`]). Values the schema leaves free nest at most
-//! `max_recursion_depth` containers deep; recursive `$ref`s unroll `max_recursion_depth` times.
+//! exponent texts, integers as plain decimals (see [`numbers`]). Values the schema leaves free nest
+//! at most `max_free_depth` containers deep; recursive `$ref`s unroll `max_recursion_depth` times.
 //!
 //! # Keywords
 //!
@@ -76,8 +76,11 @@ pub struct SchemaOptions {
     /// Whitespace between tokens, as a pattern over space, tab, CR and LF (or `"flexible"`);
     /// `None` means [`DEFAULT_WHITESPACE`].
     pub whitespace: Option<String>,
-    /// How many times a recursive `$ref` unrolls, and how deep free values nest.
+    /// How many times a recursive `$ref` unrolls.
     pub max_recursion_depth: usize,
+    /// How many containers deep a value the schema leaves free may nest (each level doubles the
+    /// states an exact bracket match needs).
+    pub max_free_depth: usize,
     /// Refuse keywords that cannot be enforced exactly (`true`), or ignore those whose omission only
     /// widens the language, with a warning (`false`).
     pub strict: bool,
@@ -102,6 +105,7 @@ impl Default for SchemaOptions {
         SchemaOptions {
             whitespace: None,
             max_recursion_depth: 3,
+            max_free_depth: 2,
             strict: true,
             coerce_one_of: false,
             assert_formats: true,
@@ -115,6 +119,9 @@ impl Default for SchemaOptions {
 }
 
 /// A compiled schema: the language, and the keywords ignored in non-strict mode.
+///
+/// The HIR may hold one-operand intersections: minimization barriers for the automaton layer (see
+/// [`strip_barriers`]), not boolean keywords.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     /// The language of the admitted JSON texts.
@@ -160,7 +167,7 @@ pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compil
     let ws = whitespace(opts)?;
     let mut c = Compiler::new(schema, opts, ws);
     let root = c.doc.root();
-    let ctx = Ctx::root(opts.max_recursion_depth as u32);
+    let ctx = Ctx::root(opts.max_free_depth as u32);
     let lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
     if lang.hir.is_nothing() && c.truncated {
         return Err(Error::size_limit(
@@ -179,11 +186,25 @@ pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compil
     })
 }
 
+/// `h` without the one-operand intersections the compiler uses as minimization barriers (they
+/// change nothing in the language, and would print as an extended operator).
+pub fn strip_barriers(h: &Hir) -> Hir {
+    match h {
+        Hir::Intersection(v) if v.len() == 1 => strip_barriers(&v[0]),
+        Hir::Intersection(v) => Hir::intersection(v.iter().map(strip_barriers)),
+        Hir::Concat(v) => Hir::concat(v.iter().map(strip_barriers)),
+        Hir::Alternation(v) => Hir::alternation(v.iter().map(strip_barriers)),
+        Hir::Repeat { sub, min, max } => Hir::repeat(strip_barriers(sub), *min, *max),
+        Hir::Complement(sub) => Hir::complement(strip_barriers(sub)),
+        other => other.clone(),
+    }
+}
+
 /// Compiles `schema` and prints the language as a pattern (see [`json_schema_to_hir`]); the
 /// second element lists the keywords ignored in non-strict mode.
 pub fn json_schema_to_regex(schema: &Value, opts: &SchemaOptions) -> Result<(String, Vec<String>)> {
     let c = json_schema_to_hir(schema, opts)?;
-    Ok((c.hir.to_string(), c.warnings))
+    Ok((strip_barriers(&c.hir).to_string(), c.warnings))
 }
 
 #[cfg(test)]

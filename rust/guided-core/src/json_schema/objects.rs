@@ -174,7 +174,7 @@ impl<'a> Compiler<'a> {
         if max.is_some_and(|m| m < min) {
             return Ok(Lang::nothing());
         }
-        let max_free = self.opts.max_recursion_depth as u32;
+        let max_free = self.opts.max_free_depth as u32;
         // propertyNames, compiled once as languages of key texts.
         let mut key_langs = Vec::new();
         for pn in &names_schemas {
@@ -227,7 +227,7 @@ impl<'a> Compiler<'a> {
             }
             depth = depth.max(v.depth);
             let key = string_text(&Hir::literal(x)).map_err(|m| self.internal(&m))?;
-            members.push((self.member(key, v.hir), req));
+            members.push((self.member(key, super::compile::barrier(v.hir)), req));
         }
         // Required names nobody can place (excluded above) were handled; extras next.
         let extras = self.extra_members(
@@ -331,7 +331,7 @@ impl<'a> Compiler<'a> {
                 ),
             ));
         }
-        let max_free = self.opts.max_recursion_depth as u32;
+        let max_free = self.opts.max_free_depth as u32;
         let mut regions = Vec::new();
         for mask in 0u32..(1 << merged.len()) {
             let inside = |k: usize| mask & (1 << k) != 0;
@@ -405,7 +405,7 @@ impl<'a> Compiler<'a> {
                 continue;
             }
             *depth = (*depth).max(v.depth);
-            regions.push(self.member(key, v.hir));
+            regions.push(self.member(key, super::compile::barrier(v.hir)));
         }
         Ok(if regions.is_empty() {
             None

@@ -45,6 +45,10 @@ pub(crate) enum Draft {
 impl Draft {
     fn from_uri(uri: &str) -> Option<Draft> {
         let u = uri.trim_end_matches('#');
+        let u = u
+            .strip_prefix("https://")
+            .or_else(|| u.strip_prefix("http://"))?;
+        let u = u.strip_prefix("json-schema.org/")?;
         Some(if u.contains("draft-04") || u.contains("draft-03") {
             Draft::D4
         } else if u.contains("draft-06") {
@@ -60,10 +64,26 @@ impl Draft {
         })
     }
 
+    /// Whether `uri` names a metaschema whose vocabularies the compiler knows (the official drafts).
+    pub(crate) fn known_metaschema(uri: &str) -> bool {
+        let u = uri.trim_end_matches('#');
+        Draft::from_uri(u).is_some()
+            || u == "http://json-schema.org/schema"
+            || u == "https://json-schema.org/schema"
+    }
+
     /// Whether `$ref` replaces the other keywords of its schema (drafts 4 to 7).
     pub(crate) fn ref_overrides_siblings(self) -> bool {
         self <= Draft::D7
     }
+}
+
+/// One schema resource on the dynamic scope: the resources entered on the way to a schema,
+/// innermost last (a linked list, shared by every schema below the same path).
+#[derive(Debug)]
+pub(crate) struct Scope {
+    base: Rc<str>,
+    parent: Option<Rc<Scope>>,
 }
 
 /// A schema inside the document: its value, where it is, and how to read it.
@@ -77,9 +97,41 @@ pub(crate) struct SchemaRef<'a> {
     pub(crate) base: Rc<str>,
     /// The draft that applies.
     pub(crate) draft: Draft,
+    /// The dynamic scope it was reached through (resources entered before it).
+    pub(crate) scope: Option<Rc<Scope>>,
 }
 
 impl<'a> SchemaRef<'a> {
+    /// The dynamic scope below this schema: its own, plus itself when it is a resource root.
+    pub(crate) fn inner_scope(&self) -> Option<Rc<Scope>> {
+        let is_resource =
+            self.get("$id").is_some() || (self.draft == Draft::D4 && self.get("id").is_some());
+        let starts_resource = self.scope.as_ref().is_none_or(|sc| sc.base != self.base);
+        if is_resource || starts_resource {
+            Some(Rc::new(Scope {
+                base: self.base.clone(),
+                parent: self.scope.clone(),
+            }))
+        } else {
+            self.scope.clone()
+        }
+    }
+
+    /// The bases of the dynamic scope below this schema, outermost first.
+    pub(crate) fn scope_bases(&self) -> Vec<Rc<str>> {
+        let mut out = Vec::new();
+        let mut cur = self.inner_scope();
+        while let Some(sc) = cur {
+            if out.last() != Some(&sc.base) {
+                out.push(sc.base.clone());
+            }
+            cur = sc.parent.clone();
+        }
+        out.reverse();
+        out.dedup();
+        out
+    }
+
     /// The keyword `k` of this schema, if it is an object holding it.
     pub(crate) fn get(&self, k: &str) -> Option<&'a Value> {
         self.value.as_object().and_then(|o| o.get(k))
@@ -92,11 +144,27 @@ impl<'a> SchemaRef<'a> {
             ptr.push('/');
             ptr.push_str(&p.replace('~', "~0").replace('/', "~1"));
         }
+        // A subschema with its own `$id` (and `$schema`) starts a resource of its own.
+        let draft = value
+            .get("$schema")
+            .and_then(Value::as_str)
+            .and_then(Draft::from_uri)
+            .unwrap_or(self.draft);
+        let id_key = if draft == Draft::D4 { "id" } else { "$id" };
+        let ref_hides_id = draft.ref_overrides_siblings() && value.get("$ref").is_some();
+        let base = value
+            .get(id_key)
+            .and_then(Value::as_str)
+            .filter(|_| !ref_hides_id)
+            .and_then(|id| resolve_uri(&self.base, id))
+            .map(|abs| split_fragment(&abs).0.to_string())
+            .map_or_else(|| self.base.clone(), Rc::from);
         SchemaRef {
             value,
             ptr: ptr.into(),
-            base: self.base.clone(),
-            draft: self.draft,
+            base,
+            draft,
+            scope: self.inner_scope(),
         }
     }
 }
@@ -282,6 +350,7 @@ impl<'a> Document<'a> {
             ptr: Rc::from(""),
             base: Rc::from(DEFAULT_BASE),
             draft: Draft::D2020,
+            scope: None,
         })
     }
 
@@ -309,6 +378,7 @@ impl<'a> Document<'a> {
             ptr: Rc::from(ptr),
             base: info.base,
             draft: info.draft,
+            scope: None,
         })
     }
 
@@ -320,8 +390,11 @@ impl<'a> Document<'a> {
     ) -> Result<SchemaRef<'a>, String> {
         let abs = resolve_uri(&from.base, reference)
             .ok_or_else(|| format!("{reference:?} is not a valid URI reference"))?;
-        self.lookup(&abs)
-            .ok_or_else(|| format!("{reference:?} (resolved to {abs:?}) is not in this document; remote references are not fetched"))
+        let mut target = self.lookup(&abs).ok_or_else(|| {
+            format!("{reference:?} (resolved to {abs:?}) is not in this document; remote references are not fetched")
+        })?;
+        target.scope = from.inner_scope();
+        Ok(target)
     }
 
     fn lookup(&self, abs: &str) -> Option<SchemaRef<'a>> {
@@ -341,7 +414,6 @@ impl<'a> Document<'a> {
         &self,
         from: &SchemaRef<'a>,
         reference: &str,
-        scope: &[Rc<str>],
     ) -> Result<SchemaRef<'a>, String> {
         let target = self.resolve(from, reference)?;
         let abs = resolve_uri(&from.base, reference).unwrap_or_default();
@@ -350,9 +422,10 @@ impl<'a> Document<'a> {
         if name.is_empty() || name.starts_with('/') || !bookends {
             return Ok(target);
         }
-        for base in scope {
+        for base in from.scope_bases() {
             if let Some(ptr) = self.dynamic.get(&format!("{base}#{name}")) {
-                if let Some(s) = self.at(ptr) {
+                if let Some(mut s) = self.at(ptr) {
+                    s.scope = from.inner_scope();
                     return Ok(s);
                 }
             }
@@ -411,5 +484,28 @@ mod tests {
         let doc = Document::index(&schema);
         assert_eq!(doc.root().draft, Draft::D4);
         assert_eq!(doc.resolve(&doc.root(), "#a").unwrap().ptr.as_ref(), "");
+    }
+}
+#[cfg(test)]
+mod dynamic_tests {
+    use super::*;
+
+    #[test]
+    fn dynamic_ref_resolves_to_the_outermost_anchor_in_scope() {
+        let schema: Value = serde_json::from_str(r##"{"$id": "https://t.org/root", "$ref": "list", "$defs": {"foo": {"$dynamicAnchor": "items", "type": "string"}, "list": {"$id": "list", "type": "array", "items": { "$dynamicRef": "#items" }, "$defs": {"items": {"$dynamicAnchor": "items"}}}}}"##).unwrap();
+        let doc = Document::index(&schema);
+        let root = doc.root();
+        let list = doc.resolve(&root, "list").unwrap();
+        let items = list.child(list.get("items").unwrap(), &["items"]);
+        assert_eq!(items.scope_bases().len(), 2);
+        assert_eq!(
+            doc.resolve_dynamic(&items, "#items").unwrap().ptr.as_ref(),
+            "/$defs/foo"
+        );
+        // Statically, the same reference lands on the bookend in its own resource.
+        assert_eq!(
+            doc.resolve(&items, "#items").unwrap().ptr.as_ref(),
+            "/$defs/list/$defs/items"
+        );
     }
 }
