@@ -16,7 +16,7 @@ from typing import Any
 from guided import _lib
 from guided._errors import SizeLimitError, UnsupportedSchemaError
 
-__all__ = ["json_schema_text", "json_schema_to_regex"]
+__all__ = ["json_schema_text", "json_schema_to_regex", "warn_ignored"]
 
 
 def json_schema_text(schema: Mapping[str, Any] | bool | str) -> str:
@@ -62,10 +62,15 @@ def json_schema_to_regex(
         coerce_one_of=coerce_one_of,
         assert_formats=assert_formats,
     )
+    warn_ignored(ignored, stacklevel=3)
+    return pattern
+
+
+def warn_ignored(ignored: list[str], *, stacklevel: int = 4) -> None:
+    """Reports, as one ``UserWarning``, the keywords non-strict mode ignored (each with its place)."""
     if ignored:
         warnings.warn(
-            "json_schema_to_regex ignored keywords it cannot enforce: " + "; ".join(ignored),
+            "the JSON Schema compiler ignored keywords it cannot enforce: " + "; ".join(ignored),
             UserWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
-    return pattern

@@ -97,13 +97,15 @@ class TokenIndex:
     def from_regex(pattern: str, vocab: Vocabulary, *, max_states: int = 20000) -> TokenIndex: ...
     @staticmethod
     def from_json_schema(
-        schema: str,
+        schema: Mapping[str, Any] | bool | str,
         vocab: Vocabulary,
         *,
         whitespace: str | None = None,
         max_recursion_depth: int = 3,
+        max_free_depth: int = 2,
         strict: bool = True,
         coerce_one_of: bool = False,
+        assert_formats: bool = True,
         max_states: int = 20000,
     ) -> TokenIndex: ...
     @property

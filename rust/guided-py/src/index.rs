@@ -27,6 +27,7 @@ use rayon::prelude::*;
 
 use crate::dfa::PyDfa;
 use crate::errors::{guard, guard_detached, guided_error};
+use crate::json_schema;
 use crate::vocab::PyVocabulary;
 
 fn state_to_py(state: u32) -> i64 {
@@ -48,6 +49,7 @@ fn state_from_py(py: Python<'_>, state: i64) -> PyResult<u32> {
 /// How an index was built, kept so that pickling can rebuild it.
 enum Source {
     Regex { pattern: String, max_states: usize },
+    Schema { schema: String, options: Py<PyDict> },
 }
 
 /// Which tokens may follow each state of a constraint, over one vocabulary.
@@ -87,6 +89,29 @@ impl PyTokenIndex {
             ));
         }
         Ok(s)
+    }
+    /// Indexes the HIR a schema compiled to.
+    pub(crate) fn from_schema_hir(
+        py: Python<'_>,
+        vocab: &Bound<'_, PyVocabulary>,
+        hir: regex::Hir,
+        schema: String,
+        options: Bound<'_, PyDict>,
+        max_states: usize,
+    ) -> PyResult<Self> {
+        let config = IndexConfig {
+            max_states,
+            ..IndexConfig::default()
+        };
+        Self::build(
+            py,
+            vocab,
+            Source::Schema {
+                schema,
+                options: options.unbind(),
+            },
+            move |v, tries| TokenIndex::from_hir(&hir, v, tries, &config),
+        )
     }
 }
 
@@ -131,6 +156,56 @@ impl PyTokenIndex {
             let hir = regex::parse(&pattern)?;
             TokenIndex::from_hir(&hir, v, trie, &config)
         })
+    }
+
+    /// An index over the JSON texts of a schema's instances (see `guided.json_schema_to_regex`
+    /// for the options), with the automaton built lazily as states are visited.
+    #[staticmethod]
+    #[pyo3(signature = (schema, vocab, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 2, strict = true, coerce_one_of = false, assert_formats = true, max_states = 20_000))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_json_schema(
+        py: Python<'_>,
+        schema: &Bound<'_, PyAny>,
+        vocab: &Bound<'_, PyVocabulary>,
+        whitespace: Option<String>,
+        max_recursion_depth: usize,
+        max_free_depth: usize,
+        strict: bool,
+        coerce_one_of: bool,
+        assert_formats: bool,
+        max_states: usize,
+    ) -> PyResult<Self> {
+        let facade = py.import("guided._json_schema")?;
+        let text: String = facade
+            .getattr("json_schema_text")?
+            .call1((schema,))?
+            .extract()?;
+        let recipe = PyDict::new(py);
+        recipe.set_item("whitespace", whitespace.clone())?;
+        recipe.set_item("max_recursion_depth", max_recursion_depth)?;
+        recipe.set_item("max_free_depth", max_free_depth)?;
+        recipe.set_item("strict", strict)?;
+        recipe.set_item("coerce_one_of", coerce_one_of)?;
+        recipe.set_item("assert_formats", assert_formats)?;
+        recipe.set_item("max_states", max_states)?;
+        let opts = json_schema::options(
+            whitespace,
+            max_recursion_depth,
+            max_free_depth,
+            strict,
+            coerce_one_of,
+            assert_formats,
+        );
+        let source = text.clone();
+        let compiled = guard_detached(py, move || {
+            json_schema::json_schema_to_hir(&json_schema::parse_schema(&source)?, &opts)
+        })?;
+        if !compiled.warnings.is_empty() {
+            facade
+                .getattr("warn_ignored")?
+                .call1((compiled.warnings.clone(),))?;
+        }
+        Self::from_schema_hir(py, vocab, compiled.hir, text, recipe, max_states)
     }
 
     /// The start state.
@@ -236,6 +311,12 @@ impl PyTokenIndex {
                 d.set_item("max_states", max_states)?;
                 d.unbind()
             }),
+            Source::Schema { schema, options } => (
+                "json_schema",
+                schema.clone(),
+                self.vocab.clone_ref(py),
+                options.clone_ref(py),
+            ),
         };
         Ok((
             restore.unbind(),
@@ -246,6 +327,7 @@ impl PyTokenIndex {
     fn __repr__(&self) -> String {
         let what = match &self.source {
             Source::Regex { pattern, .. } => format!("regex={pattern:?}"),
+            Source::Schema { .. } => "json_schema".to_string(),
         };
         format!(
             "TokenIndex({what}, vocab_size={}, states={}, masks={})",

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use guided_core::dfa::{Dfa, DfaConfig};
-use guided_core::json_schema::{json_schema_to_hir, strip_barriers, SchemaOptions};
+pub(crate) use guided_core::json_schema::json_schema_to_hir;
+use guided_core::json_schema::{strip_barriers, SchemaOptions};
 use guided_core::Error;
 use pyo3::prelude::*;
 
@@ -19,7 +20,7 @@ use crate::errors::guard_detached;
 /// serde_json's default nesting limit, reported as the size limit it is.
 const JSON_NESTING: usize = 128;
 
-fn parse_schema(text: &str) -> Result<serde_json::Value, Error> {
+pub(crate) fn parse_schema(text: &str) -> Result<serde_json::Value, Error> {
     serde_json::from_str(text).map_err(|e| {
         if e.to_string().contains("recursion limit") {
             Error::size_limit("json_nesting", JSON_NESTING + 1, JSON_NESTING)
@@ -33,7 +34,7 @@ fn parse_schema(text: &str) -> Result<serde_json::Value, Error> {
     })
 }
 
-fn options(
+pub(crate) fn options(
     whitespace: Option<String>,
     max_recursion_depth: usize,
     max_free_depth: usize,
