@@ -25,7 +25,12 @@ reading and writing those logits once (a device copy of the tensor, the memory-b
 the issue sets: within 1.5x), xgrammar's Triton kernel on the same input, and the full
 ``sample_device`` step time.
 
-Figures are medians over repeated steps. Results go to ``bench/results/sampler.json``.
+Figures are medians over repeated steps. Torch runs on one CPU thread unless ``--threads`` says
+otherwise: on a shared machine a multi-threaded op waits at every parallel region for whichever of
+its threads the scheduler parked, which swamps the figures (the per-row loop's small ops fall
+under torch's parallel grain size and escape it), and one thread is the fair comparison of the
+work each side does. The load average is recorded with the results.
+Results go to ``bench/results/sampler.json``.
 """
 
 from __future__ import annotations
@@ -398,7 +403,7 @@ def bench_apply_cpu(steps: int) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=5, help="timed decoding steps per case")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 64, 256])
     parser.add_argument("--vocabs", type=int, nargs="+", default=[32_000, 152_064])
     parser.add_argument("--no-cuda", action="store_true", help="skip the CUDA section")
