@@ -122,6 +122,20 @@ def test_stops_when_enough_beams_finished() -> None:
     assert all(b.finished for b in beams)
 
 
+def test_banned_tokens_never_enter_a_beam() -> None:
+    # A constraint leaves fewer allowed tokens than the beam is wide: the beam narrows, it never
+    # takes a token whose log-probability is -inf.
+    def fn(sequences: list[list[int]]) -> torch.Tensor:
+        scores = torch.full((len(sequences), 6), -math.inf)
+        for row, sequence in enumerate(sequences):
+            allowed = [1, 2] if not sequence else [0]  # 0 is EOS
+            scores[row, allowed] = torch.log_softmax(torch.ones(len(allowed)), dim=0)
+        return scores
+
+    beams = beam_search(fn, [], 4, 5, eos_token_id=0)
+    assert sorted(b.tokens for b in beams) == [(1, 0), (2, 0)]
+
+
 def test_bad_arguments() -> None:
     fn = logprobs_of(markov_model(3, 0), 0)
     with pytest.raises(ValueError, match="beam_width"):
