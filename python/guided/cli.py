@@ -178,8 +178,8 @@ def _reachable_states(index: TokenIndex) -> Iterator[int]:
 
 def run_compile(args: argparse.Namespace) -> int:
     if args.schema is not None:
-        _require_json_schema()
         schema = _read_schema(args.schema)
+        _require_json_schema()
     vocab, vocab_source = _load_vocabulary(args)
     record: dict[str, Any] = {
         "vocabulary": vocab_source,
@@ -260,12 +260,8 @@ def _jsonschema_verdict(instance: Any, schema: Any) -> bool | None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    _require_json_schema()
     schema = _read_schema(args.schema)
     raw = _read_text(args.instance, "instance")
-    options = _schema_options(args)
-    index = TokenIndex.from_json_schema(json.dumps(schema), _byte_vocabulary(), **options)
-
     instance: Any = None
     candidates: list[str]
     if args.raw:
@@ -285,6 +281,10 @@ def run_check(args: argparse.Namespace) -> int:
             declared_dumps(instance, schema, compact=args.compact),
             json.dumps(instance, ensure_ascii=False, separators=separators),
         ]
+    _require_json_schema()
+    index = TokenIndex.from_json_schema(
+        json.dumps(schema), _byte_vocabulary(), **_schema_options(args)
+    )
     best: tuple[int, bool, str] | None = None
     for text in dict.fromkeys(candidates):
         accepted, complete = _walk(index, text.encode("utf-8"))
@@ -312,12 +312,12 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from guided import _demo
-
     if args.tokenizer is not None and not os.path.isfile(args.tokenizer):
         raise CommandError(f"tokenizer {args.tokenizer!r} is not a file", EXIT_USAGE)
     if args.tiktoken is not None and not os.path.isfile(args.tiktoken):
         raise CommandError(f"tiktoken file {args.tiktoken!r} is not a file", EXIT_USAGE)
+    from guided import _demo  # imports torch: only for this command
+
     try:
         for record in _demo.run(tokenizer=args.tokenizer, tiktoken=args.tiktoken):
             emit(record)
