@@ -1092,6 +1092,7 @@ def main() -> None:
     rep.results["elapsed_s"] = time.perf_counter() - started
     rep.results["load_average"] = {"before": load_before, "after": load_after}
     rep.results["cpus"] = os.cpu_count()
+    rep.results["guided_json_regexes"] = schema_source
     print(
         f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after, on "
         f"{os.cpu_count()} CPUs (other work on the machine inflates times and caps 2-thread "
