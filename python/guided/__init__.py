@@ -27,6 +27,7 @@ from guided._lib import (
     fill_next_token_bitmask,
     utf8_sequences,
 )
+from guided.cache import IndexCache
 
 if TYPE_CHECKING:
     from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
@@ -49,6 +50,7 @@ __all__ = [
     "DFA",
     "Guide",
     "GuidedError",
+    "IndexCache",
     "InvalidTokenError",
     "RegexSyntaxError",
     "SizeLimitError",

@@ -1,0 +1,477 @@
+"""guided.compat.xgrammar against the real xgrammar, call for call.
+
+Both libraries describe the real GPT-2 tokenizer (through ``TokenizerInfo.from_huggingface`` on a
+``PreTrainedTokenizerFast`` read from the local ``tokenizer.json``), compile the same regexes, and
+are driven through identical seeded call sequences: single and batched mask fills, token and
+string acceptance, invalid tokens, rollbacks, jump-forward queries, termination. Every mask is
+compared bit for bit over the vocabulary (xgrammar leaves the padding bits past ``vocab_size``
+unspecified), and every return value and raised error class is compared too.
+
+The built-in JSON grammar is the one place the shim cannot be equal: it bounds nesting depth.
+There the shim's mask must be xgrammar's minus exactly the tokens that would nest too deep, by a
+bracket-counting scanner that knows neither library.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import warnings
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+import xgrammar as real
+from compat_support import (
+    GPT2_EOS,
+    GPT2_VOCAB_SIZE,
+    allowed_ids,
+    gpt2_hf_tokenizer,
+    gpt2_token_bytes,
+    unpack,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import guided
+import guided.compat.xgrammar as shim
+from guided.compat._support import complete_utf8, json_value_regex
+
+V = GPT2_VOCAB_SIZE
+REGEXES = [
+    r"(yes|no|maybe)[0-9]{1,3}",
+    r"[a-z]{2,5}@[a-z]{2,4}\.(com|org)",
+    r'"[^"\\\n]{0,8}"',
+    r"-?(0|[1-9][0-9]{0,4})(\.[0-9]{1,3})?",
+    r"(é|è|ü){1,3}x",
+    r'\{"name": "[a-z]{1,6}", "age": [0-9]{1,2}\}',
+    r"(ab|cd)+",
+]
+
+
+Infos = tuple[real.TokenizerInfo, shim.TokenizerInfo]
+Compilers = tuple[real.GrammarCompiler, shim.GrammarCompiler]
+
+
+@pytest.fixture(scope="module")
+def infos() -> Infos:
+    tok = gpt2_hf_tokenizer()
+    return (
+        real.TokenizerInfo.from_huggingface(tok, stop_token_ids=[GPT2_EOS]),
+        shim.TokenizerInfo.from_huggingface(tok, stop_token_ids=[GPT2_EOS]),
+    )
+
+
+@pytest.fixture(scope="module")
+def compilers(infos: Infos) -> Compilers:
+    return real.GrammarCompiler(infos[0]), shim.GrammarCompiler(infos[1])
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(np.array_equal(unpack(a.numpy(), V), unpack(b.numpy(), V)))
+
+
+def test_tokenizer_info_matches(infos: Infos) -> None:
+    r, s = infos
+    assert s.vocab_size == r.vocab_size == V
+    assert s.stop_token_ids == r.stop_token_ids == [GPT2_EOS]
+    assert s.vocab_type == shim.VocabType.BYTE_LEVEL and r.vocab_type == real.VocabType.BYTE_LEVEL
+    assert s.special_token_ids == r.special_token_ids
+    rd, sd = r.decoded_vocab, s.decoded_vocab
+    # xgrammar keeps the stop token's text; guided gives it none (it is never text)
+    assert [rd[i] for i in range(V) if i != GPT2_EOS] == [sd[i] for i in range(V) if i != GPT2_EOS]
+    # without explicit stop ids both find GPT-2's <|endoftext|>
+    tok = gpt2_hf_tokenizer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = real.TokenizerInfo.from_huggingface(tok)
+    assert shim.TokenizerInfo.from_huggingface(tok).stop_token_ids == auto.stop_token_ids
+
+
+def test_encoded_vocab_decoding_matches() -> None:
+    tok = gpt2_hf_tokenizer()
+    encoded = [t for t, _ in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])]
+    cases = [
+        (encoded, "BYTE_LEVEL", [GPT2_EOS]),
+        (["▁a", "<0x0A>", "x▁y", "<0x0A", "<0xE4>", "▁", "plain", "<0x7F>"], "BYTE_FALLBACK", [6]),
+        (["a", "é", "\xc3", "", "</s>"], "RAW", None),
+        ([b"a", b"\xff", b"", b"<eos>", b"ab"], "RAW", None),
+    ]
+    for vocab, kind, stops in cases:
+        r = real.TokenizerInfo(vocab, real.VocabType[kind], stop_token_ids=stops, vocab_size=None)
+        s = shim.TokenizerInfo(vocab, shim.VocabType[kind], stop_token_ids=stops)
+        assert s.decoded_vocab == r.decoded_vocab, kind
+        assert s.stop_token_ids == r.stop_token_ids, kind
+        assert s.special_token_ids == r.special_token_ids, kind
+    padded_r = real.TokenizerInfo([b"a", b"b"], stop_token_ids=[1], vocab_size=40)
+    padded_s = shim.TokenizerInfo([b"a", b"b"], stop_token_ids=[1], vocab_size=40)
+    assert padded_s.vocab_size == padded_r.vocab_size == 40
+    assert padded_s.special_token_ids == padded_r.special_token_ids
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["a", "</s>", "<eos>"],
+        ["a", "<|eot_id|>", "b", "<|end_of_text|>"],
+        ["x", "<｜end▁of▁sentence｜>"],
+        ["a", "<|im_end|>", "<end_of_turn>"],
+    ],
+)
+def test_stop_token_detection_matches(names: list[str]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert shim.TokenizerInfo(names).stop_token_ids == real.TokenizerInfo(names).stop_token_ids
+
+
+def walk(pattern: str, seed: int, compilers: Compilers, infos: Infos) -> Counter[str]:
+    rc, sc = compilers[0].compile_regex(pattern), compilers[1].compile_regex(pattern)
+    rm, sm = real.GrammarMatcher(rc), shim.GrammarMatcher(sc)
+    rb, sb = real.allocate_token_bitmask(3, V), shim.allocate_token_bitmask(3, V)
+    batch_r, batch_s = real.BatchGrammarMatcher(2), shim.BatchGrammarMatcher(2)
+    rng = random.Random(seed)
+    steps = 0
+    moves: Counter[str] = Counter()
+    for _ in range(30):
+        assert rm.is_terminated() == sm.is_terminated()
+        assert rm.is_completed() == sm.is_completed()
+        if sm.is_terminated():
+            for m, b in ((rm, rb), (sm, sb)):
+                with pytest.raises(RuntimeError):
+                    m.fill_next_token_bitmask(b, 0)
+                with pytest.raises(RuntimeError):
+                    m.find_jump_forward_string()
+                assert m.accept_token(GPT2_EOS) is False
+            moves["terminated"] += 1
+            break
+        assert rm.fill_next_token_bitmask(rb, 1) == sm.fill_next_token_bitmask(sb, 1)
+        assert same_bits(rb[1], sb[1]), (pattern, seed, steps)
+        fork_r, fork_s = rm.fork(), sm.fork()
+        batch_r.batch_fill_next_token_bitmask([rm, fork_r], rb, [2, 0])
+        batch_s.batch_fill_next_token_bitmask([sm, fork_s], sb, [2, 0])
+        assert same_bits(rb[2], sb[2]) and same_bits(rb[0], sb[0]) and same_bits(sb[0], sb[1])
+        jump = rm.find_jump_forward_string()
+        assert sm.find_jump_forward_string() == jump
+        assert sm.find_jump_forward_tokens() == rm.find_jump_forward_tokens()
+        allowed = sorted(allowed_ids(sb[1].numpy(), V))
+        move = rng.random()
+        if move < 0.1:
+            bad = rng.randrange(V)
+            if bad not in allowed:
+                assert rm.accept_token(bad) is sm.accept_token(bad) is False
+                moves["refused"] += 1
+        elif move < 0.25 and steps:
+            n = rng.randint(1, min(steps, 3))
+            rm.rollback(n)
+            sm.rollback(n)
+            steps -= n
+            moves["rollback"] += 1
+        elif move < 0.35 and jump:
+            assert rm.accept_string(jump) is sm.accept_string(jump) is True
+            steps += 1
+            moves["string"] += 1
+        else:
+            token = rng.choice(allowed)
+            assert rm.accept_token(token) is sm.accept_token(token) is True
+            steps += 1
+            moves["token"] += 1
+    return moves
+
+
+@pytest.mark.parametrize("pattern", REGEXES)
+def test_walks_match_xgrammar_bit_for_bit(pattern: str, compilers: Compilers, infos: Infos) -> None:
+    moves = sum((walk(pattern, seed, compilers, infos) for seed in range(5)), Counter())
+    assert moves["token"] > 5
+
+
+def test_walks_cover_every_move(compilers: Compilers, infos: Infos) -> None:
+    moves = sum(
+        (walk(p, seed, compilers, infos) for p in REGEXES[:2] + REGEXES[5:6] for seed in range(5)),
+        Counter(),
+    )
+    assert {"token", "string", "rollback", "refused", "terminated"} <= set(moves), moves
+
+
+def test_errors_are_runtime_errors_and_guided_errors(compilers: Compilers) -> None:
+    for compiler in compilers:
+        with pytest.raises(RuntimeError):
+            compiler.compile_regex("a(?=b)")
+    with pytest.raises(guided.RegexSyntaxError) as info:
+        compilers[1].compile_regex("a(?=b)")
+    assert isinstance(info.value, RuntimeError) and info.value.position == 1
+    rm = real.GrammarMatcher(compilers[0].compile_regex("ab"))
+    sm = shim.GrammarMatcher(compilers[1].compile_regex("ab"))
+    for m in (rm, sm):
+        with pytest.raises(RuntimeError):
+            m.rollback(1)
+    for module in (real, shim):
+        with pytest.raises(ValueError):
+            module.GrammarMatcher("ab")  # type: ignore[arg-type]
+    bad = torch.zeros(1, 3, dtype=torch.int32)
+    for m in (rm, sm):
+        with pytest.raises(RuntimeError):
+            m.fill_next_token_bitmask(bad, 0)
+    with pytest.raises(RuntimeError):
+        compilers[1].compile_grammar('root ::= "a"')
+
+
+def test_terminate_without_stop_token_and_override_stop_tokens() -> None:
+    results = []
+    for x in (real, shim):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            info = x.TokenizerInfo(["a", "b", "ab", "</s>", "<|eot|>", "c"], stop_token_ids=[3])
+        grammar = x.GrammarCompiler(info).compile_regex("a+b?")
+        out: list[object] = []
+        bm = x.allocate_token_bitmask(1, 6)
+        m = x.GrammarMatcher(grammar, terminate_without_stop_token=True)
+        for t in [0, 3, 0, 1, 0]:
+            bm.zero_()
+            out.append(m.fill_next_token_bitmask(bm))
+            out.append(bm.tolist())
+            out.append((m.accept_token(t), m.is_terminated(), m.is_completed()))
+        m = x.GrammarMatcher(grammar, override_stop_tokens=[4])
+        out.append(m.stop_token_ids)
+        for t in [3, 0, 3, 4]:
+            bm.zero_()
+            m.fill_next_token_bitmask(bm)
+            out.append(bm.tolist())
+            out.append((m.accept_token(t), m.is_terminated()))
+        results.append(out)
+    assert results[0] == results[1]
+
+
+def test_accept_string_is_one_rollback_step(compilers: Compilers) -> None:
+    outs = []
+    for x, compiler in zip((real, shim), compilers):
+        m = x.GrammarMatcher(compiler.compile_regex(r"hello, [a-z]+!"))
+        bm = x.allocate_token_bitmask(1, V)
+        out = [m.accept_string("hello, w"), m.accept_string("orld"), m.accept_string("X")]
+        m.rollback(1)
+        m.fill_next_token_bitmask(bm)
+        out.append(unpack(bm[0].numpy(), V).tolist())
+        out.append(m.find_jump_forward_string())
+        outs.append(out)
+    assert outs[0] == outs[1]
+
+
+def test_compiled_grammar_serialization(compilers: Compilers, infos: Infos) -> None:
+    grammar = compilers[1].compile_regex("(ab|cd)+")
+    again = shim.CompiledGrammar.deserialize_json(grammar.serialize_json(), infos[1])
+    a, b = shim.GrammarMatcher(grammar), shim.GrammarMatcher(again)
+    ba, bb = shim.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
+    a.fill_next_token_bitmask(ba)
+    b.fill_next_token_bitmask(bb)
+    assert torch.equal(ba, bb)
+    other = shim.TokenizerInfo([b"a", b"b"], stop_token_ids=[1])
+    with pytest.raises(RuntimeError, match="different vocabulary"):
+        shim.CompiledGrammar.deserialize_json(grammar.serialize_json(), other)
+    with pytest.raises(RuntimeError):
+        shim.CompiledGrammar.deserialize_json("{}", infos[1])
+    assert compilers[1].compile_regex("(ab|cd)+").token_index is grammar.token_index  # cached
+
+
+def json_depth_after(text: bytes) -> int:
+    """The deepest container nesting reached in ``text`` (a JSON prefix), strings skipped."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in text:
+        c = chr(byte)
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def test_builtin_json_grammar_is_xgrammars_to_its_depth(compilers: Compilers) -> None:
+    depth = 2
+    token_bytes = gpt2_token_bytes()
+    structural = {
+        t for t, b in token_bytes.items() if b and len(b) <= 2 and set(b) <= set(b'{}[],:"1 tn')
+    }
+    rg = compilers[0].compile_builtin_json_grammar()
+    sg = compilers[1].compile_builtin_json_grammar(max_depth=depth)
+    rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
+    differed = False
+    for seed in range(4):
+        rng = random.Random(seed)
+        rm, sm = real.GrammarMatcher(rg), shim.GrammarMatcher(sg)
+        text = b""
+        for _ in range(40):
+            if sm.is_terminated():
+                break
+            rm.fill_next_token_bitmask(rb)
+            sm.fill_next_token_bitmask(sb)
+            r_ids, s_ids = allowed_ids(rb[0].numpy(), V), allowed_ids(sb[0].numpy(), V)
+            assert s_ids <= r_ids
+            for t in r_ids - s_ids:
+                assert t != GPT2_EOS and json_depth_after(text + token_bytes[t]) > depth
+            for t in rng.sample(sorted(s_ids - {GPT2_EOS}), min(50, len(s_ids) - 1)):
+                assert json_depth_after(text + token_bytes[t]) <= depth
+            differed |= r_ids != s_ids
+            pool = sorted(s_ids & structural) if rng.random() < 0.8 else []
+            token = rng.choice(pool or sorted(s_ids))
+            assert rm.accept_token(token) and sm.accept_token(token)
+            if token != GPT2_EOS:
+                text += token_bytes[token]
+        if sm.is_terminated():
+            json.loads(text)
+    assert differed
+
+
+@pytest.mark.parametrize("vocab_size", [None, 70])
+@pytest.mark.parametrize("indices", [None, [0, 2]])
+def test_apply_token_bitmask_inplace_matches(
+    vocab_size: int | None, indices: list[int] | None
+) -> None:
+    gen = torch.Generator().manual_seed(7)
+    logits = torch.randn(3, 100, generator=gen)
+    bitmask = torch.randint(-(2**31), 2**31 - 1, (3, 4), dtype=torch.int32, generator=gen)
+    expected, got = logits.clone(), logits.clone()
+    real.apply_token_bitmask_inplace(expected, bitmask, vocab_size=vocab_size, indices=indices)
+    shim.apply_token_bitmask_inplace(got, bitmask, vocab_size=vocab_size, indices=indices)
+    assert torch.equal(expected, got)
+    assert torch.isinf(got).any()
+
+
+def test_bitmask_helpers_match() -> None:
+    assert shim.get_bitmask_shape(3, V) == real.get_bitmask_shape(3, V)
+    assert shim.bitmask_dtype == real.bitmask_dtype
+    a, b = shim.allocate_token_bitmask(2, 77), real.allocate_token_bitmask(2, 77)
+    assert torch.equal(a, b) and a.dtype == b.dtype
+    shim.reset_token_bitmask(a.zero_())
+    assert torch.equal(a, b)
+    with pytest.raises(ValueError):
+        shim.apply_token_bitmask_inplace(torch.zeros(1, 4), a, backend="nope")  # type: ignore[arg-type]
+
+
+def test_batch_helpers_match(compilers: Compilers) -> None:
+    outs = []
+    for x, compiler in zip((real, shim), compilers):
+        grammar = compiler.compile_regex("(ab|cd)+")
+        ms = [x.GrammarMatcher(grammar) for _ in range(3)]
+        ab = gpt2_hf_tokenizer().convert_tokens_to_ids("ab")
+        out: list[object] = [x.BatchGrammarMatcher.batch_accept_token(ms, [ab, 0, ab])]
+        out.append(x.BatchGrammarMatcher.batch_accept_string(ms, ["cd", "ab", "x"]))
+        x.BatchGrammarMatcher.batch_rollback(ms, [1, 0, 0])
+        temps = torch.zeros(3)
+        x.BatchGrammarMatcher.batch_fill_temperature(ms, temps)
+        out.append(temps.tolist())
+        bm = x.allocate_token_bitmask(3, V)
+        x.BatchGrammarMatcher().batch_fill_next_token_bitmask(ms, bm)
+        out.append([unpack(bm[i].numpy(), V).tolist() for i in range(3)])
+        outs.append(out)
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.skipif(
+    not hasattr(guided.TokenIndex, "from_json_schema"),
+    reason="guided.TokenIndex.from_json_schema is not in this build (JSON Schema lands separately)",
+)
+def test_compile_json_schema_matches_xgrammar(compilers: Compilers) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": ["cat", "dog"]},
+            "ok": {"type": "boolean"},
+            "tag": {"const": "x"},
+        },
+        "required": ["kind", "ok", "tag"],
+    }
+    options = {"any_whitespace": False, "separators": (",", ":")}
+    rg = compilers[0].compile_json_schema(json.dumps(schema), **options)
+    sg = compilers[1].compile_json_schema(schema, **options)
+    for seed in range(4):
+        rng = random.Random(seed)
+        rm, sm = real.GrammarMatcher(rg), shim.GrammarMatcher(sg)
+        rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
+        while not sm.is_terminated():
+            rm.fill_next_token_bitmask(rb)
+            sm.fill_next_token_bitmask(sb)
+            assert same_bits(rb[0], sb[0])
+            token = rng.choice(sorted(allowed_ids(sb[0].numpy(), V)))
+            assert rm.accept_token(token) and sm.accept_token(token)
+        assert rm.is_terminated()
+    with pytest.raises(RuntimeError):
+        compilers[1].compile_json_schema(schema, any_whitespace=False)
+    with pytest.raises(guided.UnsupportedSchemaError):
+        compilers[1].compile_json_schema(schema, any_order=True)
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@functools.cache
+def _json_dfa(depth: int) -> guided.DFA:
+    return guided.DFA(json_value_regex(depth), max_states=100_000)
+
+
+@settings(max_examples=200)
+@given(doc=_JSON, indent=st.sampled_from([None, 1, "\t"]), ascii_only=st.booleans())
+def test_bounded_json_regex_is_json_to_its_depth(
+    doc: object, indent: int | str | None, ascii_only: bool
+) -> None:
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only)
+    for depth in (1, 2, 3):
+        expected = isinstance(doc, (dict, list)) and _depth(doc) <= depth
+        assert _json_dfa(depth).match(text) == expected, (text, depth)
+
+
+@settings(max_examples=300)
+@given(
+    doc=_JSON,
+    cut=st.integers(0, 200),
+    junk=st.sampled_from(["", ",", "]", "}", "\\", '"', "0", " x"]),
+)
+def test_bounded_json_regex_accepts_nothing_but_json(doc: object, cut: int, junk: str) -> None:
+    text = json.dumps(doc)
+    mutated = text[:cut] + junk + text[cut + 1 :]
+    if _json_dfa(3).match(mutated):
+        value = json.loads(mutated)
+        assert isinstance(value, (dict, list)) and _depth(value) <= 3
+
+
+@given(text=st.text(max_size=8), start=st.integers(0, 40), stop=st.integers(0, 40))
+def test_complete_utf8_keeps_whole_characters(text: str, start: int, stop: int) -> None:
+    data = text.encode("utf-8", errors="surrogatepass")[start : start + stop]
+    got = complete_utf8(data)
+    if data and 0x80 <= data[0] <= 0xBF:
+        assert got == ""  # a split head yields nothing
+        return
+    best = ""
+    for cut in range(len(data) + 1):  # brute force: the longest decodable prefix
+        try:
+            best = data[:cut].decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    assert got == best
