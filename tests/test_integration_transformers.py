@@ -330,7 +330,11 @@ def test_bad_shapes_and_arguments_are_rejected(tokenizer: Any) -> None:
         RegexLogitsProcessor(r"(?<=a)b", tokenizer)
 
 
-def test_vocabulary_is_cached_per_tokenizer(tokenizer: Any) -> None:
+def test_vocabulary_and_indexes_are_shared_per_tokenizer(tokenizer: Any) -> None:
     assert vocabulary_of(tokenizer) is vocabulary_of(tokenizer)
+    first, second = (RegexLogitsProcessor(r"[ab]+", tokenizer) for _ in range(2))
+    assert first.index is second.index
+    own = guided.IndexCache(vocabulary_of(tokenizer))
+    assert RegexLogitsProcessor(r"[ab]+", tokenizer, cache=own).index is not first.index
     assert vocabulary_of(tokenizer).eos_token_ids == (EOS,)
     assert vocabulary_of(tokenizer, eos_token_ids=[0]).eos_token_ids == (0,)

@@ -46,16 +46,15 @@ whole output, so call :meth:`GuidedLogitsProcessor.reset` (or make a new process
 when it shares a :class:`guided.TokenIndex`) between calls. Assisted (speculative) generation,
 which calls processors on candidate positions and then rolls back, is not supported.
 
-Compiling is the expensive part only the first time a state is seen: an index computes each
-state's mask on demand and keeps it. To reuse masks across calls, build the
-:class:`guided.TokenIndex` once and wrap it in a :class:`GuidedLogitsProcessor` per call;
-:class:`RegexLogitsProcessor` and :class:`JSONSchemaLogitsProcessor` compile a new index each time
-(the tokenizer's vocabulary, which takes longer to read, is cached per tokenizer object).
+Masks cost most the first time a state is seen: an index computes each state's mask on demand
+and keeps it. :class:`RegexLogitsProcessor` and :class:`JSONSchemaLogitsProcessor` take their
+index from a :class:`guided.IndexCache` kept per tokenizer object (pass ``cache=`` to choose
+another), so a processor made for each call finds the index, and the masks, that earlier calls
+built; the tokenizer's vocabulary is read once per tokenizer too.
 """
 
 from __future__ import annotations
 
-import json
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -64,7 +63,7 @@ from typing import Any, Union
 import torch
 from transformers import LogitsProcessor
 
-from guided import Guide, InvalidTokenError, TokenIndex, Vocabulary
+from guided import Guide, IndexCache, InvalidTokenError, TokenIndex, Vocabulary
 from guided._vocab import from_huggingface
 from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from guided.bitmask import fill_next_token_bitmask as fill_bitmask
@@ -73,6 +72,7 @@ __all__ = [
     "GuidedLogitsProcessor",
     "JSONSchemaLogitsProcessor",
     "RegexLogitsProcessor",
+    "index_cache_of",
     "vocabulary_of",
 ]
 
@@ -190,32 +190,44 @@ def _bit(position: int) -> int:
     return (1 << position) - (1 << 32 if position == 31 else 0)
 
 
-_VOCABULARIES: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], Vocabulary]] = (
+_CACHES: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], IndexCache]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def vocabulary_of(tokenizer: Any, *, eos_token_ids: EosIds = None) -> Vocabulary:
-    """The :class:`guided.Vocabulary` of a transformers tokenizer (or a ``tokenizers.Tokenizer``,
-    or a Vocabulary, returned as is), cached per tokenizer object and EOS choice."""
+def index_cache_of(tokenizer: Any, *, eos_token_ids: EosIds = None) -> IndexCache:
+    """The :class:`guided.IndexCache` over a tokenizer's vocabulary, one per tokenizer object and
+    EOS choice, so processors built for the same constraint share its index and masks.
+
+    A :class:`guided.Vocabulary` gets a new cache each time (it cannot be weakly referenced, and a
+    module-wide table would keep every vocabulary alive): to share indexes, pass ``cache=``.
+    """
     if isinstance(tokenizer, Vocabulary):
-        return tokenizer
+        return IndexCache(tokenizer)
     eos = (
         eos_token_ids
         if eos_token_ids is None or isinstance(eos_token_ids, int)
-        else (tuple(eos_token_ids))
+        else tuple(eos_token_ids)
     )
     size = len(tokenizer) if hasattr(tokenizer, "__len__") else None
     key = (size, eos)
     try:
-        cached = _VOCABULARIES.get(tokenizer)
-    except TypeError:  # not weakly referenceable: no caching
-        return from_huggingface(tokenizer, eos_token_ids=eos)
+        cached = _CACHES.get(tokenizer)
+    except TypeError:  # not weakly referenceable: nothing to key a cache on
+        return IndexCache(from_huggingface(tokenizer, eos_token_ids=eos))
     if cached is not None and cached[0] == key:
         return cached[1]
-    vocab = from_huggingface(tokenizer, eos_token_ids=eos)
-    _VOCABULARIES[tokenizer] = (key, vocab)
-    return vocab
+    cache = IndexCache(from_huggingface(tokenizer, eos_token_ids=eos))
+    _CACHES[tokenizer] = (key, cache)
+    return cache
+
+
+def vocabulary_of(tokenizer: Any, *, eos_token_ids: EosIds = None) -> Vocabulary:
+    """The :class:`guided.Vocabulary` of a transformers tokenizer (or a ``tokenizers.Tokenizer``;
+    a Vocabulary is returned as is), read once per tokenizer object and EOS choice."""
+    if isinstance(tokenizer, Vocabulary):
+        return tokenizer
+    return index_cache_of(tokenizer, eos_token_ids=eos_token_ids).vocabulary
 
 
 def _pad_id(tokenizer: Any, pad_token_id: int | None) -> int | None:
@@ -226,7 +238,10 @@ def _pad_id(tokenizer: Any, pad_token_id: int | None) -> int | None:
 
 
 class RegexLogitsProcessor(GuidedLogitsProcessor):
-    """Constrains the generated text to full-match ``pattern`` (guided's regex dialect)."""
+    """Constrains the generated text to full-match ``pattern`` (guided's regex dialect).
+
+    The index comes from ``cache`` (default: the tokenizer's own, see :func:`index_cache_of`).
+    """
 
     def __init__(
         self,
@@ -237,9 +252,11 @@ class RegexLogitsProcessor(GuidedLogitsProcessor):
         pad_token_id: int | None = None,
         max_states: int = 20_000,
         threads: int | None = None,
+        cache: IndexCache | None = None,
     ) -> None:
-        vocab = vocabulary_of(tokenizer, eos_token_ids=eos_token_ids)
-        index = TokenIndex.from_regex(pattern, vocab, max_states=max_states)
+        if cache is None:
+            cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
+        index = cache.regex(pattern, max_states=max_states)
         super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)
 
 
@@ -248,6 +265,7 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
 
     ``schema`` is a dict, its JSON text, or a pydantic model class. The options are those of
     :func:`guided.json_schema_to_regex` (``whitespace``, ``max_recursion_depth``, ``strict``, ...).
+    The index comes from ``cache`` (default: the tokenizer's own, see :func:`index_cache_of`).
     """
 
     def __init__(
@@ -258,11 +276,12 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
         eos_token_ids: EosIds = None,
         pad_token_id: int | None = None,
         threads: int | None = None,
+        cache: IndexCache | None = None,
         **options: Any,
     ) -> None:
         if hasattr(schema, "model_json_schema"):
             schema = schema.model_json_schema()
-        text = schema if isinstance(schema, str) else json.dumps(schema)
-        vocab = vocabulary_of(tokenizer, eos_token_ids=eos_token_ids)
-        index = TokenIndex.from_json_schema(text, vocab, **options)
+        if cache is None:
+            cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
+        index = cache.json_schema(schema, **options)
         super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)
