@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from guided.sampling import beam_search
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from guided.sampling import beam_search
 
 
 def markov_model(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
