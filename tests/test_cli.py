@@ -10,6 +10,7 @@ bad input through its exit status and message.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
@@ -26,7 +27,14 @@ import guided
 from conftest import ROOT, shared_path
 from guided._canonical import declared_dumps
 from guided._synthetic import SYNTHETIC_VOCAB_SIZE, synthetic_tokens
-from guided.cli import EXIT_CONSTRAINT, EXIT_NO_MATCH, EXIT_OK, EXIT_USAGE, EXIT_VOCABULARY
+from guided.cli import (
+    EXIT_CONSTRAINT,
+    EXIT_NO_MATCH,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VOCABULARY,
+    main,
+)
 
 HAS_JSON_SCHEMA = hasattr(guided, "json_schema_to_regex")
 needs_json_schema = pytest.mark.skipif(
@@ -182,6 +190,27 @@ def test_compile_warm_and_out(tmp_path: Path) -> None:
         guide.advance(token)
         twin.advance(token)
     assert guide.is_accepting()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_warm_shows_a_progress_bar_on_a_terminal_only(
+    terminal: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stderr = Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    path = str(shared_path("vocab", "gpt2_tokenizer.json"))
+    assert main(["compile", "--regex", "[0-9]{1,3}", "--tokenizer", path, "--warm"]) == EXIT_OK
+    (record,) = records(capsys.readouterr().out)
+    assert record["reachable_states"] == 4
+    if terminal:
+        assert f"masks: {record['reachable_states']}state" in stderr.getvalue()
+    else:
+        assert stderr.getvalue() == ""
 
 
 def test_compile_with_tiktoken() -> None:
