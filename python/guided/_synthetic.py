@@ -32,9 +32,12 @@ from collections.abc import Iterable, Sequence
 from guided._lib import Vocabulary
 
 __all__ = [
+    "EOS_NAMES",
     "SPECIAL_TOKENS",
     "SYNTHETIC_VOCAB_SIZE",
+    "decode",
     "encode_greedy",
+    "special_token_id",
     "synthetic_tokens",
     "synthetic_vocabulary",
 ]
