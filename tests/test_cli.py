@@ -368,3 +368,58 @@ def test_declared_layout_is_what_the_constraint_accepts(schema: dict[str, Any]) 
             assert guide.accept_tokens(list(text)) and guide.is_accepting(), text
 
     accepted()
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance", "expected"),
+    [
+        # `required` read before `properties` when the schema lists it first.
+        (
+            {"required": ["b"], "properties": {"a": {}, "b": {}}},
+            {"a": 1, "b": 2},
+            '{"b": 2, "a": 1}',
+        ),
+        # Own names first, then in-place subschemas in key order; nested objects by their own
+        # schemas, reached through `$ref` and `items`.
+        (
+            LAYOUT_SCHEMAS[1],
+            {"a": {"y": 1, "x": 2}, "b": True, "c": [{"y": 3, "x": 4}]},
+            '{"c": [{"x": 4, "y": 3}], "b": true, "a": {"x": 2, "y": 1}}',
+        ),
+        # Undeclared members follow the declared ones, in the instance's order.
+        (
+            {"properties": {"id": {}}},
+            {"zeta": 0, "alpha": 1, "id": 2},
+            '{"id": 2, "zeta": 0, "alpha": 1}',
+        ),
+        # Before 2019-09 a `$ref` hides its siblings, so `z` is undeclared there.
+        (
+            {
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "$ref": "#/definitions/p",
+                "properties": {"z": {}},
+                "definitions": {"p": {"properties": {"y": {}, "x": {}}}},
+            },
+            {"z": 0, "x": 1, "y": 2},
+            '{"y": 2, "x": 1, "z": 0}',
+        ),
+        # Keys of object constants count as declared; patternProperties reach nested values.
+        (
+            {
+                "enum": [{"k2": 1, "k1": {"q": 1, "p": 2}}],
+                "patternProperties": {"^k": {"required": ["q", "p"]}},
+            },
+            {"k1": {"p": 2, "q": 1}, "k2": 1},
+            '{"k2": 1, "k1": {"q": 1, "p": 2}}',
+        ),
+        # Non-ASCII text is written raw, as a model writes it; --compact drops the spaces.
+        ({"properties": {"n": {}}}, {"n": "café"}, '{"n": "café"}'),
+    ],
+)
+def test_declared_order_follows_the_layout_rules(
+    schema: dict[str, Any], instance: Any, expected: str
+) -> None:
+    assert declared_dumps(instance, schema) == expected
+    assert declared_dumps(instance, schema, compact=True) == json.dumps(
+        json.loads(expected), ensure_ascii=False, separators=(",", ":")
+    )
