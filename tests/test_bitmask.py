@@ -125,6 +125,7 @@ def test_cpu_apply_equals_reference_unpack(case: dict[str, object], dtype: torch
     assert torch.equal(got, expected)
 
 
+@settings(max_examples=300)
 @given(apply_cases(), st.sampled_from([torch.float32, torch.float16, torch.bfloat16]))
 def test_cpu_apply_equals_xgrammar(case: dict[str, object], dtype: torch.dtype) -> None:
     xgrammar = pytest.importorskip("xgrammar")

@@ -204,6 +204,7 @@ def test_chain_equals_transformers(
     assert torch.equal(got, alone)
 
 
+@settings(max_examples=200)
 @given(batches(), st.sampled_from([1, 2, 3]))
 def test_window_prefix_is_the_threshold_set(
     batch: tuple[torch.Tensor, list[float], list[int], list[float], list[float]], window: int

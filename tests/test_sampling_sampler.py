@@ -10,9 +10,10 @@ expose a bias of a few percent on any candidate).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -29,9 +30,27 @@ from transformers.generation.logits_process import (
 )
 
 from guided.sampling import Request, Sampler, SamplingParams
+from guided.sampling import sampler as sampler_module
 from guided.sampling.draw import BLOCK
 
 SIGNIFICANCE = 1e-6
+
+
+def make_sampler(sync_free: bool = False) -> Sampler:
+    """A sampler; ``sync_free`` runs, on the CPU, the code paths it takes on a CUDA device."""
+    sampler = Sampler()
+    sampler._sync_free_override = sync_free
+    return sampler
+
+
+@contextlib.contextmanager
+def patched(module: object, name: str, value: object) -> Iterator[None]:
+    saved = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, saved)
 
 
 class MaskGuide:
@@ -160,12 +179,14 @@ def requests_and_logits(draw: st.DrawFn) -> tuple[torch.Tensor, list[Request]]:
     return logits, requests
 
 
-@settings(max_examples=200)
-@given(requests_and_logits())
-def test_draws_only_what_the_definitions_allow(batch: tuple[torch.Tensor, list[Request]]) -> None:
+@settings(max_examples=120)
+@given(requests_and_logits(), st.booleans())
+def test_draws_only_what_the_definitions_allow(
+    batch: tuple[torch.Tensor, list[Request]], sync_free: bool
+) -> None:
     logits, requests = batch
     raw = logits.clone()
-    sampler = Sampler()
+    sampler = make_sampler(sync_free)
     for _ in range(3):
         drawn = sampler.sample_device(logits, requests).tolist()
         assert torch.equal(logits, raw), "the caller's logits must not change"
@@ -190,12 +211,13 @@ def test_draws_only_what_the_definitions_allow(batch: tuple[torch.Tensor, list[R
 def test_greedy_is_the_first_argmax(rows: list[list[float]]) -> None:
     logits = torch.tensor(rows)
     requests = [Request(f"g{i}", SamplingParams(temperature=0.0), []) for i in range(len(rows))]
-    drawn = Sampler().sample_device(logits, requests).tolist()
-    for row, token in zip(rows, drawn):
-        if max(row) == -math.inf:
-            assert token == -1
-        else:
-            assert token == row.index(max(row))
+    for sync_free in (False, True):
+        drawn = make_sampler(sync_free).sample_device(logits, requests).tolist()
+        for row, token in zip(rows, drawn):
+            if max(row) == -math.inf:
+                assert token == -1
+            else:
+                assert token == row.index(max(row))
 
 
 def _chi_square(counts: Sequence[int], probs: Sequence[float]) -> float:
@@ -267,33 +289,42 @@ CASES = [
     ),
     # Min-p alone: thresholded weights, block race.
     ("min-p alone", _peaked(3000, 80, 5), SamplingParams(min_p=0.2, temperature=0.7), 1),
-    # More survivors than a window race takes: threshold mask and block race.
-    (
-        "long top-p",
-        torch.randn(4600, generator=torch.Generator().manual_seed(6)) * 0.05,
-        SamplingParams(top_p=0.99),
-        300,
-    ),
+    # More survivors than a window race takes (the limit is lowered to 64 for this case): a
+    # threshold mask and the block race.
+    ("long top-p", _peaked(3000, 400, 6), SamplingParams(top_p=0.95), 100),
 ]
 
 
-@pytest.mark.parametrize("seeded", [False, True])
-@pytest.mark.parametrize(("name", "raw", "params", "bucket"), CASES, ids=[c[0] for c in CASES])
+# Every case on the host path, seeded and not; the truncated ones also on the sync-free path
+# (the block race is the same code on both).
+FREQUENCY_RUNS = [
+    pytest.param(*case, seeded, False, id=f"{case[0]}{'-seeded' if seeded else ''}")
+    for case in CASES
+    for seeded in (False, True)
+] + [
+    pytest.param(*case, False, True, id=f"{case[0]}-sync-free")
+    for case in CASES
+    if not case[0].startswith("block race")
+]
+
+
+@pytest.mark.parametrize(("name", "raw", "params", "bucket", "seeded", "sync_free"), FREQUENCY_RUNS)
 def test_draw_frequencies_match_the_distribution(
-    name: str, raw: torch.Tensor, params: SamplingParams, bucket: int, seeded: bool
+    name: str, raw: torch.Tensor, params: SamplingParams, bucket: int, seeded: bool, sync_free: bool
 ) -> None:
-    # 20,000 draws; 8,000 where every draw sorts a long row.
-    rows, steps = (1000, 8) if raw.shape[0] > 4096 else (2000, 10)
+    rows, steps = 2000, 10
     torch.manual_seed(12345)
     logits = raw.unsqueeze(0).expand(rows, -1).contiguous()
-    sampler = Sampler()
+    sampler = make_sampler(sync_free)
     requests = [
         Request(f"c{i}", SamplingParams(**{**_fields(params), "seed": i if seeded else None}), [])
         for i in range(rows)
     ]
     draws: Counter[int] = Counter()
-    for _ in range(steps):
-        draws.update(sampler.sample_device(logits, requests).tolist())
+    limit = 64 if name == "long top-p" else sampler_module.WINDOW_DRAW_LIMIT
+    with patched(sampler_module, "WINDOW_DRAW_LIMIT", limit):
+        for _ in range(steps):
+            draws.update(sampler.sample_device(logits, requests).tolist())
     probs = _expected(raw, params)
     counts, masses = _buckets(probs, draws, bucket)
     assert sum(counts) == rows * steps
@@ -338,16 +369,19 @@ SEEDED = [
 ]
 
 
-@pytest.mark.parametrize(("vocab", "ties"), [(300, False), (300, True), (2 * BLOCK + 11, False)])
+@pytest.mark.parametrize(
+    ("vocab", "ties", "sync_free"),
+    [(300, False, False), (300, True, False), (2 * BLOCK + 11, False, False), (300, True, True)],
+)
 @pytest.mark.parametrize("target", SEEDED, ids=["plain", "top-p", "top-k+min-p", "min-p+penalties"])
 def test_seeded_request_draws_the_same_alone_or_in_a_batch(
-    target: SamplingParams, vocab: int, ties: bool
+    target: SamplingParams, vocab: int, ties: bool, sync_free: bool
 ) -> None:
     steps = 12
 
     def run(batch_sizes: Sequence[int], seed: int) -> list[int]:
         rng = np.random.default_rng(seed)
-        sampler = Sampler()
+        sampler = make_sampler(sync_free)
         mine = Request("mine", target, [1, 2, 3])
         for step in range(steps):
             others = [
@@ -470,15 +504,7 @@ def test_penalties_equal_the_vllm_formula_and_transformers() -> None:
     pres = [0.25, 1.0, -0.5, 0.0]
     logits = torch.randn(len(slots), vocab, generator=generator) * 5
     flat = torch.cat([logits.flatten(), torch.zeros(1)])
-    state.apply(
-        flat,
-        torch.arange(len(slots)),
-        torch.tensor(slots),
-        vocab,
-        torch.tensor(rep),
-        torch.tensor(freq),
-        torch.tensor(pres),
-    )
+    state.apply(flat, list(range(len(slots))), slots, vocab, rep, freq, pres)
     got = flat[:-1].view(len(slots), vocab)
     for i, (prompt, output) in enumerate(histories):
         outputs = output + extra[:, i].tolist()
@@ -493,7 +519,8 @@ def test_penalties_equal_the_vllm_formula_and_transformers() -> None:
         assert torch.equal(got[i], want)
 
 
-def test_processors() -> None:
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_processors(sync_free: bool) -> None:
     vocab = 30
     logits = torch.zeros(4, vocab)
     logits[:, 5] = 10.0  # the model's favourite is token 5, which is also EOS and a stop id
@@ -505,7 +532,7 @@ def test_processors() -> None:
         ),
         Request("allowed", SamplingParams(allowed_token_ids=[17, 29]), []),
     ]
-    sampler = Sampler()
+    sampler = make_sampler(sync_free)
     drawn = sampler.sample_device(logits, requests).tolist()
     assert drawn[0] != 5 and drawn[1] != 5 and drawn[2] == 5 and drawn[3] in (17, 29)
     requests[0].output_token_ids.extend([0, 0])
@@ -524,13 +551,17 @@ def test_settings_checked_against_the_batch() -> None:
         )
     with pytest.raises(ValueError, match="requests"):
         Sampler().sample_device(logits, [])
+    twice = [Request("a", SamplingParams(), []), Request("a", SamplingParams(), [])]
+    with pytest.raises(ValueError, match="twice"):
+        Sampler().sample_device(torch.zeros(2, 10), twice)
     with pytest.raises(ValueError, match="2-D"):
         Sampler().sample_device(logits[0], [Request("a", SamplingParams(), [])])
     with pytest.raises(ValueError, match="max_logprobs"):
         Sampler(max_logprobs=-1)
 
 
-def test_bad_logits_never_leak_through_a_mask() -> None:
+@pytest.mark.parametrize("sync_free", [False, True])
+def test_bad_logits_never_leak_through_a_mask(sync_free: bool) -> None:
     logits = torch.full((4, 50), math.nan)
     logits[1, 3] = math.inf
     logits[2, 7] = 1.0
@@ -543,7 +574,7 @@ def test_bad_logits_never_leak_through_a_mask() -> None:
         Request("guided", SamplingParams(), [], guide=MaskGuide(mask)),
         Request("all-inf", SamplingParams(top_p=0.5), [], guide=MaskGuide(mask)),
     ]
-    drawn = Sampler().sample_device(logits, requests).tolist()
+    drawn = make_sampler(sync_free).sample_device(logits, requests).tolist()
     assert drawn[0] == -1 and drawn[1] == 3 and drawn[2] == -1 and drawn[3] in (10, 20)
 
 

@@ -19,6 +19,7 @@ from guided._errors import (
     UnsupportedSchemaError,
     VocabularyError,
 )
+from guided._json_schema import json_schema_to_regex
 from guided._lib import (
     DFA,
     Guide,
@@ -62,5 +63,6 @@ __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
     "fill_next_token_bitmask",
+    "json_schema_to_regex",
     "utf8_sequences",
 ]

@@ -156,3 +156,25 @@ def fill_next_token_bitmask(
     *,
     threads: int | None = None,
 ) -> None: ...
+
+def json_schema_to_regex(
+    schema: str,
+    *,
+    whitespace: str | None = None,
+    max_recursion_depth: int = 3,
+    max_free_depth: int = 2,
+    strict: bool = True,
+    coerce_one_of: bool = False,
+    assert_formats: bool = True,
+) -> tuple[str, list[str]]: ...
+def schema_dfa(
+    schema: str,
+    *,
+    whitespace: str | None = None,
+    max_recursion_depth: int = 3,
+    max_free_depth: int = 2,
+    strict: bool = True,
+    coerce_one_of: bool = False,
+    assert_formats: bool = True,
+    max_states: int = 20000,
+) -> DFA: ...

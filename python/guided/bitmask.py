@@ -37,6 +37,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from guided._transfer import to_device
+
 __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
@@ -220,7 +222,7 @@ def _apply_torch(
     """Device-agnostic fallback for accelerators other than CUDA: unpack with shifts."""
     words = bitmask[:, : bitmask_width(vocab_size)]
     if rows is not None:
-        index = torch.tensor(sorted(set(rows)), device=logits.device)
+        index = to_device(sorted(set(rows)), torch.long, logits.device)
         words = words.index_select(0, index)
     shifts = torch.arange(32, device=words.device, dtype=torch.int32)
     banned = ((words.unsqueeze(-1) >> shifts) & 1).eq(0).flatten(1)[:, :vocab_size]
@@ -245,7 +247,7 @@ def _apply_triton(
         index_tensor = None
     else:
         num_rows = len(rows)
-        index_tensor = torch.tensor(rows, dtype=torch.int32).to(logits.device, non_blocking=True)
+        index_tensor = to_device(rows, torch.int32, logits.device)
     grid = (num_rows, (vocab_size + _TRITON_BLOCK - 1) // _TRITON_BLOCK)
     apply_kernel[grid](
         logits,

@@ -7,8 +7,9 @@ it is one pass on any device, and a row that owns its ``torch.Generator`` draws 
 whatever else is in the batch, which is how seeded requests stay reproducible.
 
 Its cost is the variates: one per token. On a GPU that is bandwidth and does not matter; on a CPU
-an exponential variate costs more than everything else the sampler does to a logit. Two shapes of
-the race keep that count small without changing the distribution:
+a variate costs more than everything else the sampler does to a logit (they are made by inverting
+uniforms, ``-log(1 - U)``, several times cheaper than ``exponential_``, and still the dearest
+step). Two shapes of the race keep their count small without changing the distribution:
 
 * **window race** - when truncation left a short list of survivors (top-k, top-p: usually tens of
   tokens), race over that list only. The survivors are ordered by token id first, so the variate
@@ -30,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
+from guided._transfer import to_device
 
 __all__ = ["BLOCK", "block_race", "exponentials", "window_race"]
 
@@ -80,7 +83,7 @@ def window_race(
         return torch.empty(0, dtype=torch.long, device=device)
     width = min(width, max(kept))
     scores, ids = scores[:, :width], ids[:, :width]
-    kept_t = torch.tensor(kept, device=device)
+    kept_t = to_device(kept, torch.long, device)
     inside = torch.arange(width, device=device) < kept_t.unsqueeze(1)
     # Order the candidates by token id so a seeded row's variates land on the same tokens
     # whatever order the window listed its ties in.

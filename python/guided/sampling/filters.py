@@ -10,14 +10,16 @@ same sets are computed without that sort:
 * every rule is a function of a token's score alone, so each leaves the tokens scoring at least
   some value: a per-row *threshold*, and the survivors are a prefix of the row in descending order;
 * that prefix is usually short (tens to hundreds of tokens out of 152k), so it is found from a
-  *window*, the ``M`` best scores of the row from ``torch.topk``, plus one score beyond it (the
-  sentinel). Top-k reads its threshold off the window. Top-p needs, for each window score, the
-  probability mass of the strictly better tokens: a running sum over the window, taken at the
-  start of each tie group, against ``p`` times the mass of the whole (top-k truncated) row, which is
-  one fused reduction over the row. Min-p compares ``exp(score - max)`` with ``min_p``;
+  *window*, the ``M`` best scores of the row (``top_scores``: group maxima, then a ``topk`` over
+  the few groups that can hold them), plus one score beyond it (the sentinel). Top-k reads its
+  threshold off the window. Top-p needs, for each window score, the probability mass of the
+  strictly better tokens: a running sum over the window, taken at the start of each tie group,
+  against ``p`` times the mass of the whole (top-k truncated) row, one reduction over the row.
+  Min-p compares ``exp(score - max)`` with ``min_p``;
 * the window is enough when the sentinel is removed by some rule: then every token outside the
-  window is removed too. Otherwise the window grows eightfold, up to the whole row (which is the
-  sort). Real distributions resolve in the first window; flat ones pay what a sort costs.
+  window is removed too. Otherwise the window grows (eightfold, or at once to the size the missing
+  top-p mass suggests), up to the whole row, which is the sort. Real distributions resolve in the
+  first window; flat ones pay what a sort costs.
 
 Ties are kept or removed together: a token's fate depends on its score only. Transformers sorts
 with an unstable sort, so where a tie group straddles the top-p boundary it keeps an arbitrary part
@@ -38,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from guided._transfer import to_device
 
 __all__ = ["Truncation", "apply_filters", "apply_temperature", "resolve_windows", "top_scores"]
 
@@ -213,7 +217,7 @@ def _window_rules(
 
     k_list = [settings.top_k[i] if settings.uses_top_k(i, vocab) else 0 for i in range(rows)]
     if any(k_list):
-        k = torch.tensor(k_list, device=device)
+        k = to_device(k_list, torch.long, device)
         uses_k = k > 0
         kth = values.gather(1, (k - 1).clamp(min=0).unsqueeze(1))
         keep &= ~uses_k.unsqueeze(1) | (values >= kth)
@@ -226,7 +230,7 @@ def _window_rules(
         uses_k = torch.zeros(rows, dtype=torch.bool, device=device)
 
     if any(p < 1.0 for p in settings.top_p):
-        p = torch.tensor(settings.top_p, device=device, dtype=values.dtype)
+        p = to_device(settings.top_p, values.dtype, device)
         uses_p = p < 1.0
         kept_weights = weights * keep
         # Mass strictly above each score: the exclusive running sum at the start of its tie group.
@@ -243,7 +247,7 @@ def _window_rules(
             sentinel_gone |= uses_p & (above[:, -1] >= limit.squeeze(1))
 
     if any(m > 0.0 for m in settings.min_p):
-        min_p = torch.tensor(settings.min_p, device=device, dtype=values.dtype)
+        min_p = to_device(settings.min_p, values.dtype, device)
         uses_min_p = min_p > 0
         keep &= weights >= min_p.unsqueeze(1)
         if has_sentinel:
@@ -268,12 +272,12 @@ def full_thresholds(scores: torch.Tensor, settings: Truncation) -> torch.Tensor:
     k_rows = [i for i in range(rows) if settings.uses_top_k(i, vocab) and settings.top_p[i] >= 1.0]
     if k_rows:
         k_max = max(settings.top_k[i] for i in k_rows)
-        index = torch.tensor(k_rows, device=scores.device)
+        index = to_device(k_rows, torch.long, scores.device)
         values = torch.topk(scores.index_select(0, index), k_max, dim=1).values
-        ks = torch.tensor([settings.top_k[i] - 1 for i in k_rows], device=scores.device)
+        ks = to_device([settings.top_k[i] - 1 for i in k_rows], torch.long, scores.device)
         threshold[index] = values.gather(1, ks.unsqueeze(1)).squeeze(1)
     if sorted_rows:
-        index = torch.tensor(sorted_rows, device=scores.device)
+        index = to_device(sorted_rows, torch.long, scores.device)
         sub = settings.rows(sorted_rows)
         sub = Truncation(sub.top_k, sub.top_p, [0.0] * len(sorted_rows))
         values = torch.sort(scores.index_select(0, index), dim=1, descending=True).values
@@ -313,13 +317,13 @@ def apply_filters(
         _per_row("min_p", min_p, rows, float),
     )
     scores = logits.to(torch.float32, copy=True)
-    apply_temperature(scores, torch.tensor(temps, device=scores.device, dtype=torch.float32))
+    apply_temperature(scores, to_device(temps, torch.float32, scores.device))
     top = scores.amax(dim=1)
     live = [i for i in range(rows) if settings.active(i, vocab) and bool(top[i] > float("-inf"))]
     if not live:
         return scores
     use_windows = scores.device.type == "cpu" if windows is None else windows
-    index = torch.tensor(live, device=scores.device)
+    index = to_device(live, torch.long, scores.device)
     sub_scores = scores.index_select(0, index)
     sub = settings.rows(live)
     sub_top = top.index_select(0, index)
@@ -332,7 +336,7 @@ def apply_filters(
         min_p_set = set(min_p_only)
         windowed = [i for i in range(len(live)) if i not in min_p_set]
         if windowed:
-            w_index = torch.tensor(windowed, device=scores.device)
+            w_index = to_device(windowed, torch.long, scores.device)
             w_scores = sub_scores.index_select(0, w_index)
             mass = row_mass(w_scores, sub_top.index_select(0, w_index))
             for result in resolve_windows(w_scores, sub.rows(windowed), mass):
@@ -343,7 +347,7 @@ def apply_filters(
             removed[i] = torch.exp(sub_scores[i] - sub_top[i]) < sub.min_p[i]
     else:
         threshold = full_thresholds(sub_scores, sub)
-        min_ps = torch.tensor(sub.min_p, device=scores.device)
+        min_ps = to_device(sub.min_p, torch.float32, scores.device)
         removed = sub_scores < threshold.unsqueeze(1)
         removed |= torch.exp(sub_scores - sub_top.unsqueeze(1)) < min_ps.unsqueeze(1)
     scores[index] = sub_scores.masked_fill(removed, float("-inf"))

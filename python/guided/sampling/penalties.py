@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import torch
 
+from guided._transfer import to_device
+
 __all__ = ["PenaltyState"]
 
 _INITIAL_SLOTS = 8
@@ -87,8 +89,8 @@ class PenaltyState:
         self.reserve([slot], size)
         self.ids[slot].fill_(-1)
         self.counts[slot].zero_()
-        self.ids[slot, :size] = ids.to(self.device)
-        self.counts[slot, :size] = counts.to(self.device)
+        self.ids[slot, :size] = to_device(ids.tolist(), torch.long, self.device)
+        self.counts[slot, :size] = to_device(counts.tolist(), torch.float32, self.device)
         self.length[slot] = size
         self._bound[slot] = size
 
@@ -97,8 +99,8 @@ class PenaltyState:
         for token in tokens:
             if 0 <= token < vocab_size:
                 self.record(
-                    torch.tensor([slot], device=self.device),
-                    torch.tensor([token], device=self.device),
+                    to_device([slot], torch.long, self.device),
+                    to_device([token], torch.long, self.device),
                     [slot],
                 )
 
@@ -119,43 +121,49 @@ class PenaltyState:
         for s in host_slots:
             self._bound[s] += 1
         drawn = tokens >= 0
-        row_ids = self.ids.index_select(0, slots)
-        match = (row_ids == tokens.unsqueeze(1)) & drawn.unsqueeze(1)
-        counts = self.counts.index_select(0, slots) + match
+        match = (self.ids.index_select(0, slots) == tokens.unsqueeze(1)) & drawn.unsqueeze(1)
+        self.counts.index_add_(0, slots, match.to(self.counts.dtype))
+        # A token seen for the first time goes at the end of its row, with a count of one.
         fresh = drawn & ~match.any(dim=1)
         position = self.length.index_select(0, slots)
-        column = torch.arange(self.width, device=self.device)
-        at_end = (column == position.unsqueeze(1)) & fresh.unsqueeze(1)
-        self.ids[slots] = torch.where(at_end, tokens.unsqueeze(1), row_ids)
-        self.counts[slots] = torch.where(at_end, 1.0, counts)
-        self.length[slots] = position + fresh
+        self.ids[slots, position] = torch.where(fresh, tokens, self.ids[slots, position])
+        self.counts[slots, position] = torch.where(fresh, 1.0, self.counts[slots, position])
+        self.length.index_add_(0, slots, fresh.to(self.length.dtype))
 
     def apply(
         self,
         flat_logits: torch.Tensor,
-        rows: torch.Tensor,
-        slots: torch.Tensor,
+        rows: Sequence[int],
+        slots: Sequence[int],
         vocab_size: int,
-        repetition: torch.Tensor,
-        frequency: torch.Tensor,
-        presence: torch.Tensor,
+        repetition: Sequence[float],
+        frequency: Sequence[float],
+        presence: Sequence[float],
     ) -> None:
         """Penalise logit rows ``rows`` in place from the statistics of ``slots``.
 
         ``flat_logits`` is the flattened ``[batch, vocab_size]`` buffer plus one trailing sink
-        element; the penalty settings are per row ``[len(rows)]`` float32 tensors.
+        element; the settings have one entry per row. A term no row uses is skipped.
         """
-        if rows.numel() == 0:
+        if not rows:
             return
-        ids = self.ids.index_select(0, slots)
-        counts = self.counts.index_select(0, slots)
+        device = self.device
+        slot_index = to_device(slots, torch.long, device)
+        ids = self.ids.index_select(0, slot_index)
         sink = flat_logits.shape[0] - 1
-        flat = torch.where(ids >= 0, rows.unsqueeze(1) * vocab_size + ids, sink)
+        row_base = to_device([r * vocab_size for r in rows], torch.long, device).unsqueeze(1)
+        flat = torch.where(ids >= 0, row_base + ids, sink)
         values = flat_logits[flat]
-        r = repetition.unsqueeze(1)
-        values = torch.where(values > 0, values / r, values * r)
-        values = values - frequency.unsqueeze(1) * counts
-        values = values - presence.unsqueeze(1) * (counts > 0)
+        if any(r != 1.0 for r in repetition):
+            r = to_device(repetition, torch.float32, device).unsqueeze(1)
+            values = torch.where(values > 0, values / r, values * r)
+        if any(f != 0.0 for f in frequency) or any(p != 0.0 for p in presence):
+            counts = self.counts.index_select(0, slot_index)
+            if any(f != 0.0 for f in frequency):
+                values = values - to_device(frequency, torch.float32, device).unsqueeze(1) * counts
+            if any(p != 0.0 for p in presence):
+                present = (counts > 0).to(torch.float32)
+                values = values - to_device(presence, torch.float32, device).unsqueeze(1) * present
         flat_logits[flat] = values
 
     def _resize(self, slots: int, width: int) -> None:

@@ -21,8 +21,10 @@ contiguous slice, a view, and touches only the rows that need it; the copy doubl
 conversion and leaves the caller's logits untouched. The host plans the groups from the requests'
 settings (cached per request), never from tensor values, so on CUDA the whole of ``sample_device``
 is queued without a single host sync. On the CPU, where a sync costs nothing and a pass over a
-152k-wide row is what costs, truncation uses windows of the best scores and the draw races over the
-survivors only, so a top-p row costs one ``topk`` and one reduction rather than a sort.
+152k-wide row is what costs, greedy rows that nothing modifies are read in place, truncation uses
+windows of the best scores (found through group maxima) and the draw races over the survivors
+only: a top-p row costs a handful of streaming passes (its maximum, its mass, its group maxima)
+rather than a sort, a plain row four (maximum, subtraction, exponential, block sums).
 
 A row with no allowed token (a grammar and ``allowed_token_ids`` that exclude each other, or a
 grammar that only allows EOS while ``min_tokens`` bans it) draws ``-1``; ``__call__`` gives it an
@@ -36,10 +38,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
+from guided._transfer import to_device
 from guided.bitmask import apply_token_bitmask_inplace, bitmask_width, fill_next_token_bitmask
 from guided.sampling.draw import block_race, window_race
 from guided.sampling.filters import (
@@ -67,6 +69,7 @@ class _Settings:
     """What the sampler derives once from a request's settings."""
 
     params: SamplingParams
+    device: torch.device
     greedy: bool
     temperature: float
     top_k: int
@@ -130,6 +133,10 @@ class Sampler:
         self._penalties: PenaltyState | None = None
         self._vocab: int | None = None
         self._buffers: dict[str, torch.Tensor] = {}
+        self._mask_copied: torch.Event | None = None
+        #: Whether to plan without host syncs; ``None`` decides by device (CUDA: yes). Forcing it
+        #: on the CPU runs the device code paths, which is how the tests cover them.
+        self._sync_free_override: bool | None = None
 
     # ----------------------------------------------------------------------------- public API
 
@@ -203,14 +210,14 @@ class Sampler:
             flat = self._buffer("work", rows * vocab + 1, device)
             work = flat[: rows * vocab].view(rows, vocab)
             identity = rows == batch and plan.order == list(range(batch))
-            order = None if identity else self._to_device(plan.order, torch.long, device)
+            order = None if identity else to_device(plan.order, torch.long, device)
             if order is None:
                 work.copy_(logits)
             elif logits.dtype == torch.float32:
                 torch.index_select(logits, 0, order, out=work)
             else:
                 work.copy_(logits.index_select(0, order))
-            if device.type != "cpu":
+            if self._sync_free(device):
                 # No host checks on a device: make every row safe up front (cheap there).
                 torch.nan_to_num_(
                     work, nan=-math.inf, posinf=_POSITIVE_INFINITY_AS, neginf=-math.inf
@@ -240,7 +247,9 @@ class Sampler:
         device: torch.device,
         generators: Mapping[str, torch.Generator],
     ) -> _Plan:
-        cpu = device.type == "cpu"
+        if len({r.request_id for r in requests}) != len(requests):
+            raise ValueError("a request appears twice in the batch (request ids must be unique)")
+        host_checks = not self._sync_free(device)
         direct: list[int] = []
         greedy: list[int] = []
         plain: list[int] = []
@@ -263,12 +272,12 @@ class Sampler:
                 processed.add(i)
             if settings.greedy:
                 untouched = not (has_processors or settings.penalized or request.guide is not None)
-                (direct if cpu and untouched else greedy).append(i)
+                (direct if host_checks and untouched else greedy).append(i)
                 continue
             uses_k = 0 < settings.top_k < vocab
             if not (uses_k or settings.top_p < 1.0 or settings.min_p > 0.0):
                 plain.append(i)
-            elif cpu and (uses_k or settings.top_p < 1.0):
+            elif host_checks and (uses_k or settings.top_p < 1.0):
                 windowed.append(i)
             else:
                 thresholded.append(i)
@@ -315,7 +324,7 @@ class Sampler:
     def _settings_of(self, request: RequestLike, vocab: int, device: torch.device) -> _Settings:
         cached = self._settings.get(request.request_id)
         params = request.params
-        if cached is None or cached.params is not params:
+        if cached is None or cached.params is not params or cached.device != device:
             cached = self._derive(request, device)
             self._settings[request.request_id] = cached
         if cached.allowed_max >= vocab:
@@ -346,6 +355,7 @@ class Sampler:
             banned.update(request.eos_token_ids)
         settings = _Settings(
             params=params,
+            device=device,
             greedy=params.greedy,
             temperature=params.temperature,
             top_k=params.top_k,
@@ -356,12 +366,12 @@ class Sampler:
         )
         if params.allowed_token_ids is not None:
             ids = sorted(set(params.allowed_token_ids))
-            settings.allowed = self._to_device(ids, torch.long, device)
+            settings.allowed = to_device(ids, torch.long, device)
             settings.allowed_max = ids[-1]
         if params.logit_bias:
             keys = list(params.logit_bias)
-            settings.bias_ids = self._to_device(keys, torch.long, device)
-            settings.bias_values = self._to_device(
+            settings.bias_ids = to_device(keys, torch.long, device)
+            settings.bias_values = to_device(
                 [params.logit_bias[k] for k in keys], torch.float32, device
             )
             settings.bias_max = max(keys)
@@ -420,13 +430,13 @@ class Sampler:
                 best_value, best_index = line.max(dim=0)
                 value, best = float(best_value), int(best_index)
             picked.append(best if value > -math.inf else -1)
-        tokens[self._to_device(rows, torch.long, tokens.device)] = self._to_device(
+        tokens[to_device(rows, torch.long, tokens.device)] = to_device(
             picked, torch.long, tokens.device
         )
 
     def _greedy(self, rows: torch.Tensor, out: torch.Tensor) -> None:
         value, best = rows.max(dim=1)
-        if rows.device.type == "cpu" and bool(value.isnan().any()):
+        if not self._sync_free(rows.device) and bool(value.isnan().any()):
             self._sanitized(rows, value)
             value, best = rows.max(dim=1)
         out.copy_(torch.where(value > -math.inf, best, -1))
@@ -447,7 +457,7 @@ class Sampler:
             if settings.banned_early and len(request.output_token_ids) < settings.params.min_tokens:
                 banned = [t for t in settings.banned_early if t < vocab]
                 if banned:
-                    line.index_fill_(0, self._to_device(banned, torch.long, work.device), -math.inf)
+                    line.index_fill_(0, to_device(banned, torch.long, work.device), -math.inf)
         if plan.guided:
             self._apply_grammar(work, plan, requests, vocab)
 
@@ -464,12 +474,18 @@ class Sampler:
             if guide is None:  # invariant: plan.guided lists rows with a guide
                 raise AssertionError("planned a guided row without a guide")
             guides.append(guide)
+        if self._mask_copied is not None:
+            # The pinned buffer is about to be refilled: its last upload must have landed.
+            self._mask_copied.synchronize()
+            self._mask_copied = None
         fill_next_token_bitmask(guides, bitmask, plan.guided)
         if work.device.type != "cpu":
             device_mask = self._buffer("bitmask_device", batch * width, work.device, torch.int32)
-            bitmask = (
-                device_mask[: batch * width].view(batch, width).copy_(bitmask, non_blocking=True)
-            )
+            uploaded = device_mask[: batch * width].view(batch, width)
+            uploaded.copy_(bitmask, non_blocking=True)
+            bitmask = uploaded
+            self._mask_copied = torch.Event(device=work.device)
+            self._mask_copied.record()
         apply_token_bitmask_inplace(work, bitmask, indices=plan.guided, vocab_size=vocab)
 
     def _apply_penalties(
@@ -479,16 +495,15 @@ class Sampler:
         slots: list[int] = []
         for row in plan.penalized:
             slots.append(self._sync_track(requests[plan.order[row]], state, vocab))
-        device = flat.device
         params = [plan.settings[row].params for row in plan.penalized]
         state.apply(
             flat,
-            self._to_device(plan.penalized, torch.long, device),
-            self._to_device(slots, torch.long, device),
+            plan.penalized,
+            slots,
             vocab,
-            self._to_device([p.repetition_penalty for p in params], torch.float32, device),
-            self._to_device([p.frequency_penalty for p in params], torch.float32, device),
-            self._to_device([p.presence_penalty for p in params], torch.float32, device),
+            [p.repetition_penalty for p in params],
+            [p.frequency_penalty for p in params],
+            [p.presence_penalty for p in params],
         )
 
     def _sync_track(self, request: RequestLike, state: PenaltyState, vocab: int) -> int:
@@ -523,8 +538,8 @@ class Sampler:
             slots.append(track.slot)
         device = drawn.device
         state.record(
-            self._to_device(slots, torch.long, device),
-            drawn.index_select(0, self._to_device(rows, torch.long, device)),
+            to_device(slots, torch.long, device),
+            drawn.index_select(0, to_device(rows, torch.long, device)),
             slots,
         )
 
@@ -534,7 +549,7 @@ class Sampler:
         device = work.device
         for a, b in plan.scaled:
             temps = [plan.settings[row].temperature for row in range(a, b)]
-            apply_temperature(work[a:b], self._to_device(temps, torch.float32, device))
+            apply_temperature(work[a:b], to_device(temps, torch.float32, device))
         start = plan.greedy
         full = plan.plain + plan.thresholded
         if full:
@@ -548,7 +563,8 @@ class Sampler:
         device = scores.device
         first = plan.greedy
         top = scores.amax(dim=1)
-        if device.type == "cpu":
+        sync_free = self._sync_free(device)
+        if not sync_free:
             top = self._sanitized(scores, top)
         weights = self._buffer("weights", rows * vocab, device)[: rows * vocab].view(rows, vocab)
         torch.sub(scores, torch.where(top > -math.inf, top, 0.0).unsqueeze(1), out=weights)
@@ -560,10 +576,10 @@ class Sampler:
                 [s.top_k for s in sub], [s.top_p for s in sub], [s.min_p for s in sub]
             )
             part = weights[lo:]
-            if device.type != "cpu":
+            if sync_free:
                 threshold = full_thresholds(scores[lo:], truncation)
                 part.masked_fill_(scores[lo:] < threshold.unsqueeze(1), 0.0)
-            min_p = self._to_device(list(truncation.min_p), torch.float32, device)
+            min_p = to_device(list(truncation.min_p), torch.float32, device)
             part.masked_fill_(part < min_p.unsqueeze(1), 0.0)
         out.copy_(block_race(weights, plan.generators[first : first + rows]))
 
@@ -630,7 +646,7 @@ class Sampler:
         rows = [i for i, r in enumerate(requests) if r.params.logprobs is not None]
         if not rows:
             return None
-        index = self._to_device(rows, torch.long, logits.device)
+        index = to_device(rows, torch.long, logits.device)
         counts: list[int] = []
         for i in rows:
             count = requests[i].params.logprobs
@@ -649,6 +665,11 @@ class Sampler:
             return False
         params = request.params
         return not params.ignore_eos and len(request.output_token_ids) + 1 >= params.min_tokens
+
+    def _sync_free(self, device: torch.device) -> bool:
+        if self._sync_free_override is not None:
+            return self._sync_free_override
+        return device.type != "cpu"
 
     def _reset_vocabulary(self, vocab: int) -> None:
         """Token statistics are tied to a vocabulary width: start them over when it changes."""
@@ -673,10 +694,3 @@ class Sampler:
             buffer = torch.empty(size, dtype=dtype, device=device, pin_memory=pin)
             self._buffers[key] = buffer
         return buffer
-
-    @staticmethod
-    def _to_device(values: Sequence[Any], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """A small host list on the device, without a synchronous copy on CUDA."""
-        if device.type == "cpu":
-            return torch.tensor(values, dtype=dtype)
-        return torch.tensor(values, dtype=dtype).pin_memory().to(device, non_blocking=True)

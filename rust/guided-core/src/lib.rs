@@ -19,6 +19,7 @@ pub mod dfa;
 pub mod error;
 pub mod guide;
 pub mod index;
+pub mod json_schema;
 pub mod nfa;
 pub mod regex;
 pub mod slice;

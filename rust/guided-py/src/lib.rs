@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 mod dfa;
 mod errors;
 mod index;
+mod json_schema;
 mod vocab;
 
 /// The `guided._lib` module.
@@ -23,5 +24,7 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<index::PyTokenIndex>()?;
     m.add_class::<index::PyGuide>()?;
     m.add_function(wrap_pyfunction!(index::fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(json_schema::json_schema_to_regex, m)?)?;
+    m.add_function(wrap_pyfunction!(json_schema::schema_dfa, m)?)?;
     Ok(())
 }

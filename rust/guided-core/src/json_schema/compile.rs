@@ -1,0 +1,961 @@
+//! The compiler's driver: from the schemas that apply at a location to the language of the texts
+//! that may stand there.
+//!
+//! A location (the root, a property's value, an array item) is described by a conjunction of
+//! *parts*: schemas that must hold, schemas that must not ([`Part::Not`]), and names an object must
+//! or must not have. [`Compiler::compile_loc`] first *flattens* the conjunction: `$ref` targets and
+//! `allOf` members join it (a schema met twice at one location counts once, which also ends
+//! reference loops that never leave the location), and the keywords that branch (`anyOf`, `oneOf`,
+//! `if`, the dependency keywords) are set aside. It then *distributes* over the branchings: each
+//! alternative is merged into its own copy of the conjunction, so `allOf` of objects becomes one
+//! object with all their properties rather than an intersection of differently ordered languages,
+//! and every branch is compiled as a plain conjunction. When the number of branch combinations
+//! outgrows `max_branches`, the remaining branchings are compiled on their own and intersected
+//! instead, which is exact too (both sides then share the strict layout, see `layout`).
+//!
+//! A conjunction without branchings is compiled type by type (`null`, booleans, numbers, strings,
+//! arrays, objects; their modules do the work) and the alternatives are joined. What is left of
+//! `not` after folding the easy cases (a `not` of types, of one required name, of string constants)
+//! becomes a complement: the negated schema is compiled in *cover* mode, in which the depth of
+//! unconstrained values and of recursion is taken from the positive side's depth, so that the
+//! complement is exact for every text the positive side can produce.
+//!
+//! Termination and size: every call counts against `max_work`, nesting against `max_nesting`, and a
+//! `$ref` already expanded `max_recursion_depth` times among a location's ancestors stops the
+//! unrolling there (the location then admits nothing, and a result that is empty only for that
+//! reason is reported as a size limit rather than returned). Values the schema leaves free nest at
+//! most `max_recursion_depth` containers deep.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+
+use serde_json::Value;
+
+use super::keywords::{constrains, scalars, Scalars, Types};
+use super::layout::{declared_names, Loc, Source};
+use super::numbers::{number_language, NumberSpec};
+use super::resolve::{Document, SchemaRef};
+use super::strings::{length_range, pattern_value, string_text, strings_except};
+use super::SchemaOptions;
+use crate::error::{Error, Result};
+use crate::regex::Hir;
+
+/// A language and the deepest container nesting of its texts (0: scalars only).
+#[derive(Clone, Debug)]
+pub(crate) struct Lang {
+    pub(crate) hir: Hir,
+    pub(crate) depth: u32,
+}
+
+impl Lang {
+    pub(crate) fn nothing() -> Lang {
+        Lang {
+            hir: Hir::nothing(),
+            depth: 0,
+        }
+    }
+
+    pub(crate) fn scalar(hir: Hir) -> Lang {
+        Lang { hir, depth: 0 }
+    }
+
+    /// The union of `langs`.
+    pub(crate) fn union(langs: Vec<Lang>) -> Lang {
+        let depth = langs
+            .iter()
+            .filter(|l| !l.hir.is_nothing())
+            .map(|l| l.depth)
+            .max()
+            .unwrap_or(0);
+        Lang {
+            hir: Hir::alternation(langs.into_iter().map(|l| l.hir)),
+            depth,
+        }
+    }
+}
+
+/// One conjunct of a location.
+#[derive(Clone, Debug)]
+pub(crate) enum Part<'a> {
+    /// The value must satisfy this schema.
+    Schema(SchemaRef<'a>),
+    /// The value must not satisfy this schema.
+    Not(SchemaRef<'a>),
+    /// If the value is an object, it has this member.
+    Require(Rc<str>),
+    /// If the value is an object, it lacks this member.
+    Forbid(Rc<str>),
+}
+
+/// A flattened conjunction.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Flat<'a> {
+    /// Schema objects whose keywords all apply.
+    pub(crate) schemas: Vec<SchemaRef<'a>>,
+    /// Schemas the value must not satisfy.
+    pub(crate) nots: Vec<SchemaRef<'a>>,
+    /// Names an object must have (beyond `required` keywords).
+    pub(crate) required: Vec<Rc<str>>,
+    /// Names an object must not have.
+    pub(crate) forbidden: Vec<Rc<str>>,
+    /// Types excluded by a folded `not`.
+    pub(crate) excluded_types: Option<Types>,
+    /// String values excluded by a folded `not`.
+    pub(crate) excluded_strings: Vec<&'a str>,
+    /// Pointers of the schemas merged (each counts once).
+    pub(crate) seen: HashSet<Rc<str>>,
+    /// `$ref` targets expanded here (recursion accounting for the children).
+    pub(crate) refs: Vec<Rc<str>>,
+}
+
+/// What kind of choice a branching keyword makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BranchKind {
+    /// At least one alternative holds.
+    AnyOf,
+    /// Exactly one alternative holds.
+    OneOf,
+    /// `if`/`then`/`else` or a dependency: the alternatives are disjoint by construction.
+    Disjoint,
+}
+
+/// A keyword that makes the conjunction branch.
+#[derive(Clone, Debug)]
+pub(crate) struct Branching<'a> {
+    pub(crate) kind: BranchKind,
+    pub(crate) keyword: &'static str,
+    pub(crate) owner: Rc<str>,
+    pub(crate) alts: Vec<Vec<Part<'a>>>,
+}
+
+/// Reference targets expanded at the ancestors of a location.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    ptr: Rc<str>,
+    parent: Option<Rc<Frame>>,
+}
+
+/// Where a location stands.
+#[derive(Clone, Debug)]
+pub(crate) struct Ctx<'a> {
+    /// Container nesting from the root.
+    pub(crate) nest: usize,
+    refs: Option<Rc<Frame>>,
+    /// Container levels an unconstrained value may still open.
+    pub(crate) free: u32,
+    /// In cover mode (inside a complement): the container depth the positive side can reach here.
+    pub(crate) cover: Option<u32>,
+    /// The strict layout of this location, when one is in force.
+    pub(crate) strict: Option<Rc<Loc<'a>>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of the document root.
+    pub(crate) fn root(free: u32) -> Ctx<'a> {
+        Ctx {
+            nest: 0,
+            refs: None,
+            free,
+            cover: None,
+            strict: None,
+        }
+    }
+
+    /// The context of a child location of a value compiled from `flat`.
+    pub(crate) fn child(
+        &self,
+        flat: &Flat<'a>,
+        unconstrained: bool,
+        max_free: u32,
+        strict: Option<Loc<'a>>,
+    ) -> Ctx<'a> {
+        let mut refs = self.refs.clone();
+        for r in &flat.refs {
+            refs = Some(Rc::new(Frame {
+                ptr: r.clone(),
+                parent: refs,
+            }));
+        }
+        Ctx {
+            nest: self.nest + 1,
+            refs,
+            free: if unconstrained {
+                self.free.saturating_sub(1)
+            } else {
+                max_free
+            },
+            cover: self.cover.map(|r| r.saturating_sub(1)),
+            strict: strict.map(Rc::new),
+        }
+    }
+
+    /// Whether a value here may be an array or object.
+    pub(crate) fn containers_allowed(&self, unconstrained: bool) -> bool {
+        match self.cover {
+            Some(r) => r >= 1,
+            None => !unconstrained || self.free >= 1,
+        }
+    }
+
+    /// This location, compiled in cover mode for a positive side of depth `depth`.
+    fn covering(&self, depth: u32) -> Ctx<'a> {
+        Ctx {
+            cover: Some(depth),
+            ..self.clone()
+        }
+    }
+
+    fn with_strict(&self, loc: Loc<'a>) -> Ctx<'a> {
+        Ctx {
+            strict: Some(Rc::new(loc)),
+            ..self.clone()
+        }
+    }
+
+    fn ref_count(&self, ptr: &str) -> usize {
+        let mut n = 0;
+        let mut f = self.refs.as_deref();
+        while let Some(frame) = f {
+            if frame.ptr.as_ref() == ptr {
+                n += 1;
+            }
+            f = frame.parent.as_deref();
+        }
+        n
+    }
+}
+
+/// The compiler: the document, the options and what compiling has learned so far.
+pub(crate) struct Compiler<'a> {
+    pub(crate) doc: Document<'a>,
+    pub(crate) opts: &'a SchemaOptions,
+    /// Whitespace between tokens.
+    pub(crate) ws: Hir,
+    /// Keywords ignored in non-strict mode, one line each.
+    pub(crate) warnings: Vec<String>,
+    /// Whether some recursion was cut at `max_recursion_depth`.
+    pub(crate) truncated: bool,
+    work: usize,
+    patterns: HashMap<String, std::result::Result<Hir, String>>,
+}
+
+impl<'a> Compiler<'a> {
+    /// A compiler for the schema document `root`.
+    pub(crate) fn new(root: &'a Value, opts: &'a SchemaOptions, ws: Hir) -> Compiler<'a> {
+        Compiler {
+            doc: Document::index(root),
+            opts,
+            ws,
+            warnings: Vec::new(),
+            truncated: false,
+            work: 0,
+            patterns: HashMap::new(),
+        }
+    }
+
+    /// An `UnsupportedSchema` error for `keyword` in the schema at `ptr`.
+    pub(crate) fn unsupported(&self, keyword: &str, ptr: &str, message: &str) -> Error {
+        Error::UnsupportedSchema {
+            keyword: keyword.to_string(),
+            pointer: ptr.to_string(),
+            message: if keyword.is_empty() {
+                format!("schema at {ptr:?}: {message}")
+            } else {
+                format!("{keyword} at {ptr:?}: {message}")
+            },
+        }
+    }
+
+    /// An error for a state the compiler should never reach; reported, never a panic.
+    pub(crate) fn internal(&self, message: &str) -> Error {
+        Error::UnsupportedSchema {
+            keyword: String::new(),
+            pointer: String::new(),
+            message: format!("internal error in the schema compiler: {message}"),
+        }
+    }
+
+    /// In strict mode an error naming `keyword`; otherwise a warning, and the keyword is skipped.
+    /// Only keywords whose omission widens the language may be passed here.
+    pub(crate) fn skip_or_fail(&mut self, keyword: &str, ptr: &str, message: &str) -> Result<()> {
+        if self.opts.strict {
+            return Err(self.unsupported(keyword, ptr, message));
+        }
+        let line = format!("ignored {keyword} at {ptr:?}: {message}");
+        if !self.warnings.contains(&line) {
+            self.warnings.push(line);
+        }
+        Ok(())
+    }
+
+    /// Raises the nesting limit error past `max_nesting`.
+    pub(crate) fn check_nesting(&self, nest: usize) -> Result<()> {
+        if nest > self.opts.max_nesting {
+            return Err(Error::size_limit(
+                "max_nesting",
+                nest,
+                self.opts.max_nesting,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The value language of a `pattern` (cached), or an error naming it.
+    pub(crate) fn pattern(&mut self, p: &str, ptr: &str) -> Result<Hir> {
+        if !self.patterns.contains_key(p) {
+            let r = pattern_value(p);
+            self.patterns.insert(p.to_string(), r);
+        }
+        match &self.patterns[p] {
+            Ok(h) => Ok(h.clone()),
+            Err(m) => Err(self.unsupported("pattern", ptr, &format!("pattern {p:?}: {m}"))),
+        }
+    }
+
+    /// The texts that may stand at a location where all of `parts` hold.
+    pub(crate) fn compile_loc(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
+        self.work += 1;
+        if self.work > self.opts.max_work {
+            return Err(Error::size_limit("max_work", self.work, self.opts.max_work));
+        }
+        self.check_nesting(ctx.nest)?;
+        let roots: Vec<SchemaRef<'a>> = parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Schema(s) | Part::Not(s) => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        let mut flat = Flat::default();
+        let mut brs = Vec::new();
+        if !self.flatten(&mut flat, parts, &mut brs, ctx)? {
+            return Ok(Lang::nothing());
+        }
+        self.distribute(&roots, flat, brs, ctx, self.opts.max_branches)
+    }
+
+    fn schema_list(
+        &self,
+        owner: &SchemaRef<'a>,
+        key: &str,
+        v: &'a Value,
+    ) -> Result<Vec<SchemaRef<'a>>> {
+        let a = v.as_array().filter(|a| !a.is_empty()).ok_or_else(|| {
+            self.unsupported(key, &owner.ptr, "must be a non-empty array of schemas")
+        })?;
+        Ok(a.iter()
+            .enumerate()
+            .map(|(i, x)| owner.child(x, &[key, &i.to_string()]))
+            .collect())
+    }
+
+    /// Expands a `$ref` target into the conjunction, or cuts the recursion.
+    fn enter_ref(
+        &mut self,
+        target: SchemaRef<'a>,
+        flat: &mut Flat<'a>,
+        ctx: &Ctx<'a>,
+        queue: &mut VecDeque<Part<'a>>,
+    ) -> bool {
+        if ctx.cover.is_none() && ctx.ref_count(&target.ptr) >= self.opts.max_recursion_depth {
+            self.truncated = true;
+            return false;
+        }
+        flat.refs.push(target.ptr.clone());
+        queue.push_back(Part::Schema(target));
+        true
+    }
+
+    /// Merges `parts` into `flat`, setting branching keywords aside in `brs`. `false` when some
+    /// conjunct admits nothing.
+    pub(crate) fn flatten(
+        &mut self,
+        flat: &mut Flat<'a>,
+        parts: Vec<Part<'a>>,
+        brs: &mut Vec<Branching<'a>>,
+        ctx: &Ctx<'a>,
+    ) -> Result<bool> {
+        let mut queue: VecDeque<Part<'a>> = parts.into();
+        while let Some(p) = queue.pop_front() {
+            let s = match p {
+                Part::Require(n) => {
+                    if !flat.required.contains(&n) {
+                        flat.required.push(n);
+                    }
+                    continue;
+                }
+                Part::Forbid(n) => {
+                    if !flat.forbidden.contains(&n) {
+                        flat.forbidden.push(n);
+                    }
+                    continue;
+                }
+                Part::Not(s) => {
+                    match s.value {
+                        Value::Bool(true) => return Ok(false),
+                        Value::Bool(false) => {}
+                        _ => {
+                            if !flat.nots.iter().any(|n| n.ptr == s.ptr) {
+                                flat.nots.push(s);
+                            }
+                        }
+                    }
+                    continue;
+                }
+                Part::Schema(s) => s,
+            };
+            let obj = match s.value {
+                Value::Bool(true) => continue,
+                Value::Bool(false) => return Ok(false),
+                Value::Object(o) => o,
+                _ => {
+                    return Err(self.unsupported(
+                        "",
+                        &s.ptr,
+                        "a schema must be an object or a boolean",
+                    ))
+                }
+            };
+            if !flat.seen.insert(s.ptr.clone()) {
+                continue;
+            }
+            if let Some(m) = obj.get("$schema").and_then(Value::as_str) {
+                if !super::resolve::Draft::known_metaschema(m) {
+                    self.skip_or_fail(
+                        "$schema",
+                        &s.ptr,
+                        &format!("{m:?} is not an official metaschema; the vocabularies it enables cannot be checked (read as 2020-12)"),
+                    )?;
+                }
+            }
+            if let Some(r) = obj.get("$ref") {
+                let r = r
+                    .as_str()
+                    .ok_or_else(|| self.unsupported("$ref", &s.ptr, "must be a string"))?;
+                let t = self
+                    .doc
+                    .resolve(&s, r)
+                    .map_err(|m| self.unsupported("$ref", &s.ptr, &m))?;
+                if !self.enter_ref(t, flat, ctx, &mut queue) {
+                    return Ok(false);
+                }
+                if s.draft.ref_overrides_siblings() {
+                    continue;
+                }
+            }
+            if let Some(r) = obj.get("$dynamicRef").or_else(|| obj.get("$recursiveRef")) {
+                let r = r
+                    .as_str()
+                    .ok_or_else(|| self.unsupported("$dynamicRef", &s.ptr, "must be a string"))?;
+                let t = if obj.contains_key("$dynamicRef") {
+                    self.doc.resolve_dynamic(&s, r)
+                } else {
+                    self.resolve_recursive(&s, r)
+                }
+                .map_err(|m| self.unsupported("$dynamicRef", &s.ptr, &m))?;
+                if !self.enter_ref(t, flat, ctx, &mut queue) {
+                    return Ok(false);
+                }
+            }
+            if let Some(v) = obj.get("allOf") {
+                for c in self.schema_list(&s, "allOf", v)? {
+                    queue.push_back(Part::Schema(c));
+                }
+            }
+            for (key, kind) in [("anyOf", BranchKind::AnyOf), ("oneOf", BranchKind::OneOf)] {
+                if let Some(v) = obj.get(key) {
+                    let alts = self
+                        .schema_list(&s, key, v)?
+                        .into_iter()
+                        .map(|c| vec![Part::Schema(c)])
+                        .collect();
+                    brs.push(Branching {
+                        kind,
+                        keyword: if key == "anyOf" { "anyOf" } else { "oneOf" },
+                        owner: s.ptr.clone(),
+                        alts,
+                    });
+                }
+            }
+            if let Some(cond) = obj
+                .get("if")
+                .filter(|_| s.draft >= super::resolve::Draft::D7)
+            {
+                let cond = s.child(cond, &["if"]);
+                let then = obj.get("then").map(|t| s.child(t, &["then"]));
+                let els = obj.get("else").map(|e| s.child(e, &["else"]));
+                if then.is_some() || els.is_some() {
+                    let mut yes = vec![Part::Schema(cond.clone())];
+                    yes.extend(then.map(Part::Schema));
+                    let mut no = vec![Part::Not(cond)];
+                    no.extend(els.map(Part::Schema));
+                    brs.push(Branching {
+                        kind: BranchKind::Disjoint,
+                        keyword: "if",
+                        owner: s.ptr.clone(),
+                        alts: vec![yes, no],
+                    });
+                }
+            }
+            if let Some(n) = obj.get("not") {
+                queue.push_back(Part::Not(s.child(n, &["not"])));
+            }
+            self.dependencies(&s, obj, brs)?;
+            flat.schemas.push(s);
+        }
+        Ok(true)
+    }
+
+    /// 2019-09 `$recursiveRef`: like `$ref`, but when the target has `$recursiveAnchor: true` the
+    /// outermost resource in the dynamic scope that also has one is used instead.
+    fn resolve_recursive(
+        &self,
+        from: &SchemaRef<'a>,
+        r: &str,
+    ) -> std::result::Result<SchemaRef<'a>, String> {
+        let target = self.doc.resolve(from, r)?;
+        if target.get("$recursiveAnchor").and_then(Value::as_bool) != Some(true) {
+            return Ok(target);
+        }
+        for base in from.scope_bases() {
+            if let Ok(t) = self.doc.resolve(from, &base) {
+                if t.get("$recursiveAnchor").and_then(Value::as_bool) == Some(true) {
+                    return Ok(t);
+                }
+            }
+        }
+        Ok(target)
+    }
+
+    /// `dependentRequired`, `dependentSchemas` and draft-4 `dependencies`: each is the choice
+    /// "the trigger is absent" or "the trigger is present and the dependency holds".
+    fn dependencies(
+        &self,
+        s: &SchemaRef<'a>,
+        obj: &'a serde_json::Map<String, Value>,
+        brs: &mut Vec<Branching<'a>>,
+    ) -> Result<()> {
+        for key in ["dependentRequired", "dependentSchemas", "dependencies"] {
+            let Some(map) = obj.get(key) else { continue };
+            let map = map
+                .as_object()
+                .ok_or_else(|| self.unsupported(key, &s.ptr, "must be an object"))?;
+            for (name, dep) in map {
+                let trigger: Rc<str> = Rc::from(name.as_str());
+                let mut present = vec![Part::Require(trigger.clone())];
+                match dep {
+                    Value::Array(names) => {
+                        for n in names {
+                            let n = n.as_str().ok_or_else(|| {
+                                self.unsupported(key, &s.ptr, "dependency lists must hold names")
+                            })?;
+                            present.push(Part::Require(Rc::from(n)));
+                        }
+                    }
+                    Value::Object(_) | Value::Bool(_) if key != "dependentRequired" => {
+                        present.push(Part::Schema(s.child(dep, &[key, name])));
+                    }
+                    _ => return Err(self.unsupported(key, &s.ptr, "malformed dependency")),
+                }
+                brs.push(Branching {
+                    kind: BranchKind::Disjoint,
+                    keyword: if key == "dependentRequired" {
+                        "dependentRequired"
+                    } else if key == "dependentSchemas" {
+                        "dependentSchemas"
+                    } else {
+                        "dependencies"
+                    },
+                    owner: s.ptr.clone(),
+                    alts: vec![vec![Part::Forbid(trigger)], present],
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The strict context for intersecting languages at this location.
+    fn strict_here(&self, ctx: &Ctx<'a>, sources: Vec<SchemaRef<'a>>) -> Ctx<'a> {
+        if ctx.strict.is_some() {
+            return ctx.clone();
+        }
+        ctx.with_strict(Loc::new(sources.into_iter().map(Source::Schema).collect()))
+    }
+
+    fn distribute(
+        &mut self,
+        roots: &[SchemaRef<'a>],
+        flat: Flat<'a>,
+        mut brs: Vec<Branching<'a>>,
+        ctx: &Ctx<'a>,
+        budget: usize,
+    ) -> Result<Lang> {
+        if brs.is_empty() {
+            return self.compile_flat(roots, flat, ctx);
+        }
+        let b = brs.remove(0);
+        let alts = self.alternatives(&b, &flat, ctx)?;
+        if alts.len() > budget.max(1) {
+            // Too many combinations: this branching is compiled on its own and intersected.
+            let ctx = self.strict_here(ctx, roots.to_vec());
+            let rest = self.distribute(roots, flat, brs, &ctx, budget)?;
+            if rest.hir.is_nothing() {
+                return Ok(rest);
+            }
+            let mut union = Vec::new();
+            for alt in alts {
+                union.push(self.compile_loc(alt, &ctx)?);
+            }
+            let union = Lang::union(union);
+            return Ok(Lang {
+                hir: Hir::intersection([rest.hir, union.hir]),
+                depth: rest.depth.min(union.depth),
+            });
+        }
+        let per = (budget / alts.len()).max(1);
+        let mut out = Vec::new();
+        for alt in alts {
+            let mut f = flat.clone();
+            let mut bs = brs.clone();
+            if self.flatten(&mut f, alt, &mut bs, ctx)? {
+                out.push(self.distribute(roots, f, bs, ctx, per)?);
+            }
+        }
+        Ok(Lang::union(out))
+    }
+
+    fn compile_flat(
+        &mut self,
+        roots: &[SchemaRef<'a>],
+        mut flat: Flat<'a>,
+        ctx: &Ctx<'a>,
+    ) -> Result<Lang> {
+        let nots = std::mem::take(&mut flat.nots);
+        let mut residual = Vec::new();
+        for n in nots {
+            match self.fold_not(&n, &mut flat)? {
+                super::combinators::Folded::Yes => {}
+                super::combinators::Folded::Nothing => return Ok(Lang::nothing()),
+                super::combinators::Folded::No => residual.push(n),
+            }
+        }
+        if residual.is_empty() {
+            return self.compile_positive(roots, &flat, ctx);
+        }
+        let mut sources = flat.schemas.clone();
+        sources.extend(residual.iter().cloned());
+        let ctx = self.strict_here(ctx, sources);
+        let pos = self.compile_positive(roots, &flat, &ctx)?;
+        if pos.hir.is_nothing() {
+            return Ok(pos);
+        }
+        let cover = ctx.covering(pos.depth);
+        let mut negs = Vec::new();
+        for n in residual {
+            negs.push(self.compile_loc(vec![Part::Schema(n)], &cover)?.hir);
+        }
+        Ok(Lang {
+            hir: Hir::intersection([pos.hir, Hir::complement(Hir::alternation(negs))]),
+            depth: pos.depth,
+        })
+    }
+
+    /// Whether the conjunction constrains nothing (the value is free).
+    fn unconstrained(flat: &Flat<'a>) -> bool {
+        flat.schemas.iter().all(|s| !constrains(s))
+            && flat.required.is_empty()
+            && flat.forbidden.is_empty()
+            && flat.excluded_types.is_none()
+            && flat.excluded_strings.is_empty()
+    }
+
+    /// Whether numbers at this location may be written with an exponent.
+    fn exponents(&self, flat: &Flat<'a>, ctx: &Ctx<'a>) -> bool {
+        match &ctx.strict {
+            Some(loc) => loc.exponents(&self.doc),
+            None => !flat.schemas.iter().any(super::layout::excludes_exponents),
+        }
+    }
+
+    /// The declared order of an object here (see `layout`).
+    pub(crate) fn names(
+        &self,
+        roots: &[SchemaRef<'a>],
+        flat: &Flat<'a>,
+        ctx: &Ctx<'a>,
+    ) -> Vec<Rc<str>> {
+        let mut names = match &ctx.strict {
+            Some(loc) => loc.names(&self.doc).to_vec(),
+            None => declared_names(&self.doc, roots, &|s| flat.seen.contains(&s.ptr)),
+        };
+        for n in flat.required.iter().chain(&flat.forbidden) {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        names
+    }
+
+    fn compile_positive(
+        &mut self,
+        roots: &[SchemaRef<'a>],
+        flat: &Flat<'a>,
+        ctx: &Ctx<'a>,
+    ) -> Result<Lang> {
+        let mut sc = scalars(&flat.schemas)?;
+        if let Some(t) = flat.excluded_types {
+            sc.types = sc.types.minus(t);
+        }
+        if let Some(values) = sc.values.take() {
+            return self.enum_language(roots, flat, &sc, values, ctx);
+        }
+        self.typed_language(roots, flat, &sc, ctx)
+    }
+
+    /// The union over the allowed types of each type's language.
+    pub(crate) fn typed_language(
+        &mut self,
+        roots: &[SchemaRef<'a>],
+        flat: &Flat<'a>,
+        sc: &Scalars<'a>,
+        ctx: &Ctx<'a>,
+    ) -> Result<Lang> {
+        let t = sc.types;
+        let mut out = Vec::new();
+        if t.has(Types::NULL) {
+            out.push(Lang::scalar(Hir::literal("null")));
+        }
+        if t.has(Types::BOOL) {
+            out.push(Lang::scalar(Hir::alternation([
+                Hir::literal("true"),
+                Hir::literal("false"),
+            ])));
+        }
+        if t.has(Types::INT.or(Types::FRAC)) {
+            out.push(Lang::scalar(self.number_language(flat, sc, ctx)?));
+        }
+        if t.has(Types::STR) {
+            out.push(Lang::scalar(self.string_language(flat, sc)?));
+        }
+        let unconstrained = Self::unconstrained(flat);
+        if ctx.containers_allowed(unconstrained) {
+            if t.has(Types::ARR) {
+                out.push(self.array_language(flat, ctx, unconstrained)?);
+            }
+            if t.has(Types::OBJ) {
+                let names = self.names(roots, flat, ctx);
+                out.push(self.object_language(flat, names, ctx, unconstrained)?);
+            }
+        }
+        Ok(Lang::union(out))
+    }
+
+    fn number_language(&mut self, flat: &Flat<'a>, sc: &Scalars<'a>, ctx: &Ctx<'a>) -> Result<Hir> {
+        let integer = !sc.types.has(Types::FRAC);
+        let spec = NumberSpec {
+            integer,
+            lo: sc.lo.clone(),
+            hi: sc.hi.clone(),
+            multiple_of: sc.step.as_ref().map(|(d, _)| d.clone()),
+            // Integers are written without exponents (see `numbers`).
+            exponents: !integer && self.exponents(flat, ctx),
+            max_nodes: self.opts.max_multiple_of_nodes,
+        };
+        let lang = number_language(&spec).and_then(|h| {
+            if sc.types.has(Types::INT) || h.is_nothing() {
+                return Ok(h);
+            }
+            // Only non-integral values: every text of an integral value (in every spelling the
+            // location admits, exponent texts included) is taken out.
+            let integral = number_language(&NumberSpec {
+                integer: true,
+                lo: None,
+                hi: None,
+                multiple_of: None,
+                exponents: spec.exponents,
+                max_nodes: spec.max_nodes,
+            })?;
+            Ok(Hir::intersection([h, Hir::complement(integral)]))
+        });
+        match lang {
+            Ok(h) => Ok(h),
+            Err(e) => {
+                let ptr = sc
+                    .step
+                    .as_ref()
+                    .map(|(_, p)| p.to_string())
+                    .unwrap_or_default();
+                let message = e.to_string();
+                if !self.opts.strict {
+                    self.skip_or_fail("multipleOf", &ptr, &message)?;
+                    return number_language(&NumberSpec {
+                        multiple_of: None,
+                        ..spec
+                    });
+                }
+                Err(match e {
+                    Error::SizeLimit { .. } => e,
+                    _ => self.unsupported("multipleOf", &ptr, &message),
+                })
+            }
+        }
+    }
+
+    /// The value language of the strings the scalar keywords allow (before JSON encoding).
+    pub(crate) fn string_value(&mut self, flat: &Flat<'a>, sc: &Scalars<'a>) -> Result<Hir> {
+        let mut parts: Vec<Hir> = Vec::new();
+        for (p, ptr) in &sc.patterns {
+            parts.push(self.pattern(p, ptr)?);
+        }
+        let formats = if self.opts.assert_formats {
+            sc.formats.as_slice()
+        } else {
+            &[]
+        };
+        for (f, ptr) in formats {
+            match super::formats::format_value(f) {
+                Some(h) => parts.push(h),
+                None => self.skip_or_fail("format", ptr, &format!("unknown format {f:?}"))?,
+            }
+        }
+        if !flat.excluded_strings.is_empty() {
+            parts.push(strings_except(&flat.excluded_strings));
+        }
+        let (lo, hi) = (sc.min_len, sc.max_len);
+        if hi.is_some_and(|h| h < lo) {
+            return Ok(Hir::nothing());
+        }
+        // A length bound every other constraint already implies adds nothing.
+        let implied = parts.iter().any(|h| {
+            let (a, b) = length_range(h);
+            a >= lo && hi.is_none_or(|h| b.is_some_and(|b| b <= h))
+        });
+        if (lo > 0 || hi.is_some()) && !implied {
+            let cap = |x: u64| x.min(u32::MAX as u64) as u32;
+            parts.push(Hir::repeat(Hir::any_char(), cap(lo), hi.map(cap)));
+        }
+        Ok(match parts.len() {
+            0 => super::strings::any_value(),
+            1 => parts.pop().unwrap_or_else(Hir::nothing),
+            _ => Hir::intersection(parts),
+        })
+    }
+
+    fn string_language(&mut self, flat: &Flat<'a>, sc: &Scalars<'a>) -> Result<Hir> {
+        let value = self.string_value(flat, sc)?;
+        string_text(&value).map_err(|m| self.internal(&m))
+    }
+
+    /// `enum`/`const`: the listed values that the rest of the conjunction admits, each in all its
+    /// spellings.
+    fn enum_language(
+        &mut self,
+        roots: &[SchemaRef<'a>],
+        flat: &Flat<'a>,
+        sc: &Scalars<'a>,
+        values: Vec<&'a Value>,
+        ctx: &Ctx<'a>,
+    ) -> Result<Lang> {
+        let ctx = self.strict_here(ctx, flat.schemas.clone());
+        let Some(loc) = ctx.strict.clone() else {
+            return Err(self.internal("strict layout missing"));
+        };
+        let typed: Vec<&'a Value> = values
+            .into_iter()
+            .filter(|v| {
+                let t = Types::of(v);
+                sc.types.has(t) || (t == Types::INT && sc.types.has(Types::FRAC))
+            })
+            .collect();
+        // Anything beyond types to check? Then compile the rest and match each value against it.
+        let rest_matters = sc.narrowed
+            || flat.schemas.iter().any(|s| {
+                s.value.as_object().is_some_and(|o| {
+                    o.keys().any(|k| {
+                        super::keywords::CONSTRAINTS.contains(&k.as_str())
+                            && !matches!(
+                                k.as_str(),
+                                "type"
+                                    | "enum"
+                                    | "const"
+                                    | "allOf"
+                                    | "anyOf"
+                                    | "oneOf"
+                                    | "not"
+                                    | "if"
+                                    | "$ref"
+                                    | "$dynamicRef"
+                                    | "$recursiveRef"
+                            )
+                    })
+                })
+            })
+            || !flat.required.is_empty()
+            || !flat.forbidden.is_empty()
+            || !flat.excluded_strings.is_empty();
+        let rest = if rest_matters {
+            let mut all_types = Scalars {
+                ..self.rescan(flat)?
+            };
+            all_types.values = None;
+            Some(self.typed_language(roots, flat, &all_types, &ctx)?.hir)
+        } else {
+            None
+        };
+        let mut alts = Vec::new();
+        let mut depth = 0;
+        for v in typed {
+            if let Some(r) = &rest {
+                if !super::matcher::matches(r, &self.canonical(v, &loc)) {
+                    continue;
+                }
+            }
+            alts.push(self.literal(v, &loc, ctx.nest)?);
+            depth = depth.max(value_depth(v));
+        }
+        Ok(Lang {
+            hir: Hir::alternation(alts),
+            depth,
+        })
+    }
+
+    fn rescan(&self, flat: &Flat<'a>) -> Result<Scalars<'a>> {
+        let mut sc = scalars(&flat.schemas)?;
+        if let Some(t) = flat.excluded_types {
+            sc.types = sc.types.minus(t);
+        }
+        Ok(sc)
+    }
+}
+
+/// Child languages at least this large are compiled behind a barrier (see [`barrier`]).
+const BARRIER_NODES: usize = 48;
+
+/// Marks `h` to be determinized and minimized on its own before the enclosing automaton is built.
+///
+/// The automaton layer compiles every operand of an intersection to its own minimized DFA and
+/// embeds that, one NFA state per DFA state. An intersection of one operand is therefore a
+/// minimization barrier: the value languages the compiler copies (a member's value appears twice
+/// in the comma construction of objects, and an unconstrained value holds four copies of the
+/// level below it) reach the enclosing subset construction already minimized, instead of as
+/// copies of their whole expression tree, which would make the unminimized automaton grow with the
+/// size of the expression rather than with the size of the language. The barrier means nothing to
+/// the language, and [`super::strip_barriers`] removes it before an expression is printed.
+pub(crate) fn barrier(h: Hir) -> Hir {
+    if h.is_nothing()
+        || matches!(h, Hir::Intersection(_))
+        || super::elimination::hir_size(&h) < BARRIER_NODES
+    {
+        return h;
+    }
+    Hir::Intersection(vec![h])
+}
+
+/// Container nesting of a JSON value.
+pub(crate) fn value_depth(v: &Value) -> u32 {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(value_depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(value_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}

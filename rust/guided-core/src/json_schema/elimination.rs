@@ -1,0 +1,250 @@
+//! From a small automaton back to an expression, by state elimination.
+//!
+//! A few schema constraints are most naturally automata, not expressions: "the digits read so far
+//! leave remainder `r` modulo the step" is a residue counter, not a pattern anyone would write. The
+//! compiler's output is an HIR (an expression tree), so such an automaton has to be turned back into
+//! one. State elimination does that: add a fresh start and a fresh final state, then remove the
+//! original states one by one, replacing every path `i -> k -> j` by the edge
+//! `i -> j : R(i,k) R(k,k)* R(k,j)`. What remains on the edge from the fresh start to the fresh final
+//! state denotes the automaton's language.
+//!
+//! The price is size: each elimination can multiply expression sizes, and for dense automata the
+//! result grows exponentially with the number of states. The automaton is therefore minimized first
+//! (Moore's partition refinement; these automata have at most a few thousand states), states are
+//! removed cheapest first (fewest predecessor-successor pairs), and a node budget stops the
+//! construction with `None` as soon as the edges outgrow it. The caller turns that into a typed
+//! error naming the keyword.
+
+use std::collections::HashMap;
+
+use crate::regex::Hir;
+
+/// A complete deterministic automaton over the symbols `0..alphabet`.
+#[derive(Clone, Debug)]
+pub(crate) struct SmallDfa {
+    alphabet: usize,
+    trans: Vec<usize>,
+    /// Accepting states.
+    pub(crate) accept: Vec<bool>,
+    /// The start state.
+    pub(crate) start: usize,
+}
+
+impl SmallDfa {
+    /// An automaton with `states` states, all transitions to state 0, nothing accepting.
+    pub(crate) fn new(states: usize, alphabet: usize) -> SmallDfa {
+        SmallDfa {
+            alphabet,
+            trans: vec![0; states * alphabet],
+            accept: vec![false; states],
+            start: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// Sets the transition from `s` on `sym` to `t`.
+    pub(crate) fn set(&mut self, s: usize, sym: usize, t: usize) {
+        self.trans[s * self.alphabet + sym] = t;
+    }
+
+    fn next(&self, s: usize, sym: usize) -> usize {
+        self.trans[s * self.alphabet + sym]
+    }
+
+    /// The minimal equivalent automaton (unreachable states dropped, equivalent states merged).
+    pub(crate) fn minimize(&self) -> SmallDfa {
+        // Reachable states only.
+        let mut seen = vec![false; self.len()];
+        let mut order = vec![self.start];
+        seen[self.start] = true;
+        let mut i = 0;
+        while i < order.len() {
+            let s = order[i];
+            i += 1;
+            for sym in 0..self.alphabet {
+                let t = self.next(s, sym);
+                if !seen[t] {
+                    seen[t] = true;
+                    order.push(t);
+                }
+            }
+        }
+        // Moore refinement: split classes by (class, successor classes) until stable.
+        let mut class: Vec<usize> = vec![0; self.len()];
+        for &s in &order {
+            class[s] = usize::from(self.accept[s]);
+        }
+        let mut count = 0;
+        loop {
+            let mut ids: HashMap<Vec<usize>, usize> = HashMap::new();
+            let mut next_class = vec![0; self.len()];
+            for &s in &order {
+                let mut key = Vec::with_capacity(self.alphabet + 1);
+                key.push(class[s]);
+                key.extend((0..self.alphabet).map(|sym| class[self.next(s, sym)]));
+                let fresh = ids.len();
+                next_class[s] = *ids.entry(key).or_insert(fresh);
+            }
+            let n = ids.len();
+            class = next_class;
+            if n == count {
+                break;
+            }
+            count = n;
+        }
+        let mut out = SmallDfa::new(count, self.alphabet);
+        for &s in &order {
+            let c = class[s];
+            out.accept[c] = self.accept[s];
+            for sym in 0..self.alphabet {
+                out.set(c, sym, class[self.next(s, sym)]);
+            }
+        }
+        out.start = class[self.start];
+        out
+    }
+}
+
+/// Number of nodes in an HIR (its size as the budgets count it).
+pub(crate) fn hir_size(h: &Hir) -> usize {
+    match h {
+        Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,
+        Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => {
+            1 + v.iter().map(hir_size).sum::<usize>()
+        }
+        Hir::Repeat { sub, .. } | Hir::Complement(sub) => 1 + hir_size(sub),
+    }
+}
+
+/// An expression for the language of `dfa`, spelling symbol `s` as `symbol(s)`; `None` when the
+/// expression would exceed `max_nodes`.
+pub(crate) fn eliminate(
+    dfa: &SmallDfa,
+    symbol: &dyn Fn(usize) -> Hir,
+    max_nodes: usize,
+) -> Option<Hir> {
+    let n = dfa.len();
+    // States that can still reach acceptance; the others only carry dead transitions.
+    let mut live = dfa.accept.clone();
+    loop {
+        let mut changed = false;
+        for s in 0..n {
+            if !live[s] && (0..dfa.alphabet).any(|sym| live[dfa.next(s, sym)]) {
+                live[s] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    if !live[dfa.start] {
+        return Some(Hir::nothing());
+    }
+    // Nodes n and n + 1 are the fresh start and final states.
+    let (start, fin) = (n, n + 1);
+    let mut edges: HashMap<(usize, usize), Hir> = HashMap::new();
+    let add = |edges: &mut HashMap<(usize, usize), Hir>, i: usize, j: usize, h: Hir| {
+        let e = edges.remove(&(i, j)).unwrap_or_else(Hir::nothing);
+        edges.insert((i, j), Hir::alternation([e, h]));
+    };
+    add(&mut edges, start, dfa.start, Hir::Empty);
+    for s in (0..n).filter(|&s| live[s]) {
+        if dfa.accept[s] {
+            add(&mut edges, s, fin, Hir::Empty);
+        }
+        for sym in 0..dfa.alphabet {
+            let t = dfa.next(s, sym);
+            if live[t] {
+                add(&mut edges, s, t, symbol(sym));
+            }
+        }
+    }
+    let mut remaining: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
+    while !remaining.is_empty() {
+        // Cheapest state first: fewest paths through it.
+        let cost = |k: usize| {
+            let ins = edges.keys().filter(|&&(i, j)| j == k && i != k).count();
+            let outs = edges.keys().filter(|&&(i, j)| i == k && j != k).count();
+            ins * outs
+        };
+        let (pos, &k) = remaining
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &k)| cost(k))?;
+        remaining.swap_remove(pos);
+        let loop_star = edges
+            .remove(&(k, k))
+            .map(|l| Hir::repeat(l, 0, None))
+            .unwrap_or(Hir::Empty);
+        let ins: Vec<(usize, Hir)> = edges
+            .iter()
+            .filter(|&(&(_, j), _)| j == k)
+            .map(|(&(i, _), h)| (i, h.clone()))
+            .collect();
+        let outs: Vec<(usize, Hir)> = edges
+            .iter()
+            .filter(|&(&(i, _), _)| i == k)
+            .map(|(&(_, j), h)| (j, h.clone()))
+            .collect();
+        edges.retain(|&(i, j), _| i != k && j != k);
+        for (i, a) in &ins {
+            for (j, b) in &outs {
+                add(
+                    &mut edges,
+                    *i,
+                    *j,
+                    Hir::concat([a.clone(), loop_star.clone(), b.clone()]),
+                );
+            }
+        }
+        if edges.values().map(hir_size).sum::<usize>() > max_nodes {
+            return None;
+        }
+    }
+    Some(edges.remove(&(start, fin)).unwrap_or_else(Hir::nothing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json_schema::matcher::matches;
+
+    /// Binary numbers divisible by 3, as a residue automaton.
+    #[test]
+    fn residue_automaton_round_trips() {
+        let mut dfa = SmallDfa::new(3, 2);
+        for r in 0..3 {
+            for b in 0..2 {
+                dfa.set(r, b, (2 * r + b) % 3);
+            }
+        }
+        dfa.accept[0] = true;
+        let h = eliminate(
+            &dfa.minimize(),
+            &|s| Hir::literal(if s == 0 { "0" } else { "1" }),
+            10_000,
+        )
+        .unwrap();
+        for v in 0u32..200 {
+            let s = format!("{v:b}");
+            assert_eq!(matches(&h, &s), v % 3 == 0, "{s}: {h}");
+        }
+        assert!(eliminate(&dfa, &|_| Hir::literal("x"), 3).is_none());
+    }
+
+    #[test]
+    fn minimize_merges_equivalent_states() {
+        // Four states counting parity twice over: two classes remain.
+        let mut dfa = SmallDfa::new(4, 1);
+        for s in 0..4 {
+            dfa.set(s, 0, (s + 1) % 4);
+        }
+        dfa.accept[0] = true;
+        dfa.accept[2] = true;
+        assert_eq!(dfa.minimize().len(), 2);
+    }
+}

@@ -1,0 +1,211 @@
+//! JSON Schema to HIR: the language of JSON texts an instance of a schema may be written as.
+//!
+//! Structured output is "JSON matching this schema", and the automaton layer needs that as a regular
+//! language over bytes. This module builds it as an [`Hir`] (its printing is
+//! [`json_schema_to_regex`]'s output), exactly or not at all: every keyword is either enforced
+//! exactly or refused with [`Error::UnsupportedSchema`] naming the keyword and the JSON pointer of
+//! the schema holding it. Where JSON Schema is not regular (unbounded nesting, recursion, unique
+//! items over an infinite domain) the language is bounded and the bound is documented and
+//! configurable; it never admits an invalid document.
+//!
+//! # What a text looks like
+//!
+//! Compact JSON with the whitespace policy between tokens (default `[ ]?`, so both
+//! `json.dumps(x)` and `json.dumps(x, separators=(",", ":"))` match; the preset `"flexible"` admits up
+//! to 20 of space, tab, CR, LF). Object members in the declared order (see [`layout`]); undeclared
+//! members after them. Strings with raw UTF-8 or the escapes Python and JavaScript write, including
+//! `\uXXXX` for every non-ASCII code point (see [`strings`]). Numbers as plain decimals or normalized
+//! exponent texts, integers as plain decimals (see [`numbers`]). Values the schema leaves free nest
+//! at most `max_free_depth` containers deep; recursive `$ref`s unroll `max_recursion_depth` times.
+//!
+//! # Keywords
+//!
+//! | keyword | enforced as |
+//! |---|---|
+//! | `type`, `enum`, `const` | exactly; constants compared by JSON value (`1 == 1.0`) |
+//! | `properties`, `required`, `additionalProperties`, `patternProperties`, `propertyNames` | exactly; patterns match decoded names, unanchored |
+//! | `minProperties`, `maxProperties` | exactly (structurally, or by intersecting with a member count) |
+//! | `items` (schema or draft-4 array), `prefixItems`, `additionalItems`, `minItems`, `maxItems` | exactly |
+//! | `contains`, `minContains`, `maxContains` | exactly (item languages split by the contained schema) |
+//! | `uniqueItems` | exactly when items come from a finite set (`enum`, booleans, null); otherwise refused, or ignored with `strict=False` |
+//! | `minLength`, `maxLength`, `pattern`, `format` | exactly, intersected with one another; code points counted |
+//! | `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` | exactly, any magnitude, both draft-4 and later forms |
+//! | `multipleOf` | exactly for powers of ten, short lists of multiples, and small residue automata; otherwise refused |
+//! | `allOf` | merged into one conjunction (an intersection) |
+//! | `anyOf`, `if`/`then`/`else`, `dependentRequired`, `dependentSchemas`, `dependencies` | unions of merged alternatives |
+//! | `oneOf` | a union when branches are provably disjoint, else the symmetric difference (or `anyOf` with `coerce_one_of`) |
+//! | `not` | folded when simple, else a complement relative to the values the context allows |
+//! | `$ref`, `$defs`, `definitions`, `$id`, `$anchor`, `$dynamicRef`, `$recursiveRef` | within the document; remote references are refused |
+//! | `unevaluatedProperties`, `unevaluatedItems` | when they add nothing beyond `additionalProperties`/`items`; otherwise refused, or ignored with `strict=False` |
+//! | annotations (`title`, `description`, `default`, `examples`, `content*`, ...) | ignored, as the specification says |
+//!
+//! `format` names outside [`formats`]'s table are refused in strict mode and ignored with a warning
+//! otherwise; `assert_formats = false` treats every `format` as an annotation.
+
+mod arrays;
+mod combinators;
+mod compile;
+mod decimal;
+mod digits;
+mod elimination;
+mod formats;
+mod keywords;
+mod layout;
+mod matcher;
+mod numbers;
+mod objects;
+mod resolve;
+mod strings;
+mod values;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::regex::{parse, Hir};
+use compile::{Compiler, Ctx, Part};
+
+/// The default whitespace between tokens: at most one space.
+pub const DEFAULT_WHITESPACE: &str = "[ ]?";
+
+/// The pattern the `"flexible"` whitespace preset stands for: up to 20 JSON whitespace characters.
+pub const FLEXIBLE_WHITESPACE: &str = r"[ \t\n\r]{0,20}";
+
+/// How to compile a schema.
+#[derive(Debug, Clone)]
+pub struct SchemaOptions {
+    /// Whitespace between tokens, as a pattern over space, tab, CR and LF (or `"flexible"`);
+    /// `None` means [`DEFAULT_WHITESPACE`].
+    pub whitespace: Option<String>,
+    /// How many times a recursive `$ref` unrolls.
+    pub max_recursion_depth: usize,
+    /// How many containers deep a value the schema leaves free may nest (each level doubles the
+    /// states an exact bracket match needs).
+    pub max_free_depth: usize,
+    /// Refuse keywords that cannot be enforced exactly (`true`), or ignore those whose omission only
+    /// widens the language, with a warning (`false`).
+    pub strict: bool,
+    /// Compile a `oneOf` whose branches may overlap as `anyOf` instead of exactly.
+    pub coerce_one_of: bool,
+    /// Enforce `format` (`true`), or read it as an annotation.
+    pub assert_formats: bool,
+    /// Deepest nesting of locations (containers) the compiler walks.
+    pub max_nesting: usize,
+    /// Most locations compiled in all (bounds the work of branching and recursion).
+    pub max_work: usize,
+    /// Most alternatives distributed at one location before branchings are intersected instead.
+    pub max_branches: usize,
+    /// Largest HIR produced, in nodes.
+    pub max_hir_nodes: usize,
+    /// Largest expression for one `multipleOf` residue automaton, in nodes.
+    pub max_multiple_of_nodes: usize,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            whitespace: None,
+            max_recursion_depth: 3,
+            max_free_depth: 2,
+            strict: true,
+            coerce_one_of: false,
+            assert_formats: true,
+            max_nesting: 128,
+            max_work: 100_000,
+            max_branches: 64,
+            max_hir_nodes: 4_000_000,
+            max_multiple_of_nodes: 20_000,
+        }
+    }
+}
+
+/// A compiled schema: the language, and the keywords ignored in non-strict mode.
+///
+/// The HIR may hold one-operand intersections: minimization barriers for the automaton layer (see
+/// [`strip_barriers`]), not boolean keywords.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The language of the admitted JSON texts.
+    pub hir: Hir,
+    /// One line per ignored keyword (empty in strict mode).
+    pub warnings: Vec<String>,
+}
+
+fn whitespace(opts: &SchemaOptions) -> Result<Hir> {
+    let pattern = match opts.whitespace.as_deref() {
+        None => DEFAULT_WHITESPACE,
+        Some("flexible") => FLEXIBLE_WHITESPACE,
+        Some(p) => p,
+    };
+    let h = parse(pattern)?;
+    fn json_blank(h: &Hir) -> bool {
+        let blank = |c: u32| matches!(c, 0x20 | 0x09 | 0x0A | 0x0D);
+        match h {
+            Hir::Empty => true,
+            Hir::Literal(b) => b.iter().all(|&c| blank(c as u32)),
+            Hir::Class(set) => set.ranges().iter().all(|&(lo, hi)| (lo..=hi).all(blank)),
+            Hir::Concat(v) | Hir::Alternation(v) => v.iter().all(json_blank),
+            Hir::Repeat { sub, .. } => json_blank(sub),
+            Hir::Look(_) | Hir::Intersection(_) | Hir::Complement(_) => false,
+        }
+    }
+    if !json_blank(&h) {
+        return Err(Error::RegexSyntax {
+            pattern: pattern.to_string(),
+            position: 0,
+            message: "the whitespace pattern may only match space, tab, CR and LF".into(),
+        });
+    }
+    Ok(h)
+}
+
+/// Compiles `schema` into the language of the JSON texts of its instances.
+///
+/// Errors: [`Error::UnsupportedSchema`] for a keyword that cannot be enforced exactly (with its
+/// name and the pointer of the schema holding it), [`Error::SizeLimit`] when a configured limit is
+/// reached, [`Error::RegexSyntax`] for a malformed `whitespace` pattern.
+pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compiled> {
+    let ws = whitespace(opts)?;
+    let mut c = Compiler::new(schema, opts, ws);
+    let root = c.doc.root();
+    let ctx = Ctx::root(opts.max_free_depth as u32);
+    let lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
+    if lang.hir.is_nothing() && c.truncated {
+        return Err(Error::size_limit(
+            "max_recursion_depth",
+            opts.max_recursion_depth + 1,
+            opts.max_recursion_depth,
+        ));
+    }
+    let size = elimination::hir_size(&lang.hir);
+    if size > opts.max_hir_nodes {
+        return Err(Error::size_limit("max_hir_nodes", size, opts.max_hir_nodes));
+    }
+    Ok(Compiled {
+        hir: lang.hir,
+        warnings: c.warnings,
+    })
+}
+
+/// `h` without the one-operand intersections the compiler uses as minimization barriers (they
+/// change nothing in the language, and would print as an extended operator).
+pub fn strip_barriers(h: &Hir) -> Hir {
+    match h {
+        Hir::Intersection(v) if v.len() == 1 => strip_barriers(&v[0]),
+        Hir::Intersection(v) => Hir::intersection(v.iter().map(strip_barriers)),
+        Hir::Concat(v) => Hir::concat(v.iter().map(strip_barriers)),
+        Hir::Alternation(v) => Hir::alternation(v.iter().map(strip_barriers)),
+        Hir::Repeat { sub, min, max } => Hir::repeat(strip_barriers(sub), *min, *max),
+        Hir::Complement(sub) => Hir::complement(strip_barriers(sub)),
+        other => other.clone(),
+    }
+}
+
+/// Compiles `schema` and prints the language as a pattern (see [`json_schema_to_hir`]); the
+/// second element lists the keywords ignored in non-strict mode.
+pub fn json_schema_to_regex(schema: &Value, opts: &SchemaOptions) -> Result<(String, Vec<String>)> {
+    let c = json_schema_to_hir(schema, opts)?;
+    Ok((strip_barriers(&c.hir).to_string(), c.warnings))
+}
+
+#[cfg(test)]
+mod tests;

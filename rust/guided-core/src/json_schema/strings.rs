@@ -1,0 +1,491 @@
+//! String languages: from constraints on a decoded string value to the JSON texts that spell it.
+//!
+//! Everything a schema says about a string (`minLength`, `pattern`, `format`, `enum`) is about the
+//! decoded value, a sequence of code points. The model, however, writes JSON text, in which `"` is
+//! `\"`, a newline is `\n` and `é` may be `é` or `\u00e9`. So string languages are built in two
+//! steps: first the value language over code points (an [`Hir`] whose classes are code-point sets,
+//! with intersections where constraints meet), then [`encode`], which replaces every code point by
+//! the JSON spellings of it.
+//!
+//! `encode` is a homomorphism: it maps each code point to a set of spellings, and concatenation,
+//! alternation and repetition to themselves. Because the spellings of distinct code points are
+//! disjoint and the spelling code is prefix-free (a JSON string body decodes in exactly one way),
+//! the image of an intersection is the intersection of the images, and the image of a complement
+//! is the complement taken inside the image of "any string". That is what lets a `pattern`, a
+//! length bound and a `format` be intersected at the value level and still mean the exact JSON-text
+//! language afterwards.
+//!
+//! Spelling policy. Every code point has its raw UTF-8 form unless JSON forbids it (`"`, `\`, the
+//! C0 controls). On top of that: `\"`, `\\`, `\/`, the short escapes `\b \f \n \r \t` for their
+//! controls, `\u00XX` for the other controls, and `\uXXXX` (surrogate pairs for astral code points,
+//! hex digits in either case) for DEL and every non-ASCII code point. That is every form Python's
+//! `json.dumps` writes with `ensure_ascii` on or off, and what JavaScript's `JSON.stringify` writes.
+//! It deliberately leaves out `\u` escapes of printable ASCII (`\u0041` for `A`) and of controls
+//! that have a short escape: valid JSON no serializer produces, which would multiply the states of
+//! every property name for nothing. Lone surrogate escapes are refused: they are not Unicode
+//! scalar values.
+//!
+//! `pattern` is ECMA-262 and unanchored: it constrains the value when it matches anywhere in it.
+//! The parser turns `^` and `$` into [`Look`] assertions about the whole text; [`pattern_value`]
+//! resolves them by distributing the pattern into branches with a known anchoring and giving each
+//! unanchored side a `.*` (any code point, newlines included).
+
+use super::digits::{fixed_width_range, hex_digit};
+use crate::regex::{ClassSet, Hir, Look, MAX_CODE_POINT};
+
+/// Code points JSON lets stand raw in a string: all but `"`, `\`, the C0 controls and surrogates.
+fn raw_set() -> ClassSet {
+    ClassSet::from_ranges([
+        (0x20, 0x21),
+        (0x23, 0x5B),
+        (0x5D, 0xD7FF),
+        (0xE000, MAX_CODE_POINT),
+    ])
+}
+
+/// Code points written as `\uXXXX` (four hex digits): controls without a short escape, DEL and the
+/// non-ASCII part of the Basic Multilingual Plane.
+fn hex_escaped_set() -> ClassSet {
+    ClassSet::from_ranges([
+        (0x00, 0x07),
+        (0x0B, 0x0B),
+        (0x0E, 0x1F),
+        (0x7F, 0xD7FF),
+        (0xE000, 0xFFFF),
+    ])
+}
+
+/// The short escape letter of a code point, if it has one.
+fn short_escape(c: u32) -> Option<char> {
+    Some(match c {
+        0x22 => '"',
+        0x5C => '\\',
+        0x2F => '/',
+        0x08 => 'b',
+        0x0C => 'f',
+        0x0A => 'n',
+        0x0D => 'r',
+        0x09 => 't',
+        _ => return None,
+    })
+}
+
+/// The JSON spellings (inside the quotes) of every code point in `set`.
+fn encode_class(set: &ClassSet) -> Hir {
+    let raw = set.intersect(&raw_set());
+    let shorts: Vec<(u32, u32)> = [0x22, 0x5C, 0x2F, 0x08, 0x0C, 0x0A, 0x0D, 0x09]
+        .into_iter()
+        .filter(|&c| set.contains(c))
+        .filter_map(short_escape)
+        .map(|l| (l as u32, l as u32))
+        .collect();
+    let mut hex_forms = Vec::new();
+    for &(lo, hi) in set.intersect(&hex_escaped_set()).ranges() {
+        hex_forms.push(fixed_width_range(lo as u64, hi as u64, 4, 16, hex_digit));
+    }
+    for &(lo, hi) in set
+        .intersect(&ClassSet::range(0x10000, MAX_CODE_POINT))
+        .ranges()
+    {
+        hex_forms.extend(surrogate_pairs(lo, hi));
+    }
+    let escapes = Hir::alternation([
+        Hir::class(ClassSet::from_ranges(shorts)),
+        if hex_forms.is_empty() {
+            Hir::nothing()
+        } else {
+            Hir::concat([Hir::literal("u"), Hir::alternation(hex_forms)])
+        },
+    ]);
+    Hir::alternation([
+        Hir::class(raw),
+        if escapes.is_nothing() {
+            escapes
+        } else {
+            Hir::concat([Hir::literal("\\"), escapes])
+        },
+    ])
+}
+
+/// `XXXX\uYYYY` (after a leading `\u`) for the astral code points `lo..=hi`.
+fn surrogate_pairs(lo: u32, hi: u32) -> Vec<Hir> {
+    let high = |c: u32| 0xD800 + ((c - 0x10000) >> 10);
+    let low = |c: u32| 0xDC00 + ((c - 0x10000) & 0x3FF);
+    let pair = |h_lo: u32, h_hi: u32, l_lo: u32, l_hi: u32| {
+        Hir::concat([
+            fixed_width_range(h_lo as u64, h_hi as u64, 4, 16, hex_digit),
+            Hir::literal("\\u"),
+            fixed_width_range(l_lo as u64, l_hi as u64, 4, 16, hex_digit),
+        ])
+    };
+    let (h1, h2) = (high(lo), high(hi));
+    if h1 == h2 {
+        return vec![pair(h1, h1, low(lo), low(hi))];
+    }
+    let mut out = vec![pair(h1, h1, low(lo), 0xDFFF)];
+    if h2 > h1 + 1 {
+        out.push(pair(h1 + 1, h2 - 1, 0xDC00, 0xDFFF));
+    }
+    out.push(pair(h2, h2, 0xDC00, low(hi)));
+    out
+}
+
+/// The JSON spellings of the string values `value` matches (the text between the quotes).
+/// `Err` only for an anchor left in `value`, which callers resolve first.
+pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
+    Ok(match value {
+        Hir::Empty => Hir::Empty,
+        Hir::Literal(bytes) => {
+            let s = std::str::from_utf8(bytes)
+                .map_err(|_| "a literal that is not valid UTF-8".to_string())?;
+            Hir::concat(s.chars().map(|c| encode_class(&ClassSet::single(c as u32))))
+        }
+        Hir::Class(set) => encode_class(set),
+        Hir::Look(_) => return Err("an anchor (^ or $) where the pattern cannot honour it".into()),
+        Hir::Concat(v) => Hir::concat(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?),
+        Hir::Alternation(v) => {
+            Hir::alternation(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?)
+        }
+        Hir::Repeat { sub, min, max } => Hir::repeat(encode(sub)?, *min, *max),
+        Hir::Intersection(v) => {
+            Hir::intersection(v.iter().map(encode).collect::<Result<Vec<_>, _>>()?)
+        }
+        // Complement of the value language = every spelled string minus the spelled language.
+        Hir::Complement(sub) => {
+            Hir::intersection([Hir::complement(encode(sub)?), any_string_body()])
+        }
+    })
+}
+
+/// Any string value: any number of any code points.
+pub(crate) fn any_value() -> Hir {
+    Hir::repeat(Hir::any_char(), 0, None)
+}
+
+/// The JSON spellings of any string body.
+pub(crate) fn any_string_body() -> Hir {
+    Hir::repeat(encode_class(&ClassSet::full()), 0, None)
+}
+
+/// The JSON text (quotes included) of the values `value` matches.
+pub(crate) fn string_text(value: &Hir) -> Result<Hir, String> {
+    Ok(Hir::concat([
+        Hir::literal("\""),
+        encode(value)?,
+        Hir::literal("\""),
+    ]))
+}
+
+/// The canonical JSON text of a string (raw UTF-8, short escapes, `\u00xx` for other controls).
+pub(crate) fn canonical_text(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
+}
+
+/// Any string value except the given ones, as a trie: at each node the string may end (unless that
+/// is one of the words), continue into a child, or leave the trie for good.
+pub(crate) fn strings_except(words: &[&str]) -> Hir {
+    fn node(words: &[Vec<char>], depth: usize) -> Hir {
+        let ends_here = words.iter().any(|w| w.len() == depth);
+        let mut children: Vec<char> = words
+            .iter()
+            .filter(|w| w.len() > depth)
+            .map(|w| w[depth])
+            .collect();
+        children.sort_unstable();
+        children.dedup();
+        let mut alts = Vec::new();
+        if !ends_here {
+            alts.push(Hir::Empty);
+        }
+        let others = ClassSet::from_ranges(children.iter().map(|&c| (c as u32, c as u32))).negate();
+        alts.push(Hir::concat([Hir::class(others), any_value()]));
+        for c in children {
+            let sub: Vec<Vec<char>> = words
+                .iter()
+                .filter(|w| w.len() > depth && w[depth] == c)
+                .cloned()
+                .collect();
+            alts.push(Hir::concat([
+                Hir::literal(c.encode_utf8(&mut [0; 4])),
+                node(&sub, depth + 1),
+            ]));
+        }
+        Hir::alternation(alts)
+    }
+    if words.is_empty() {
+        return any_value();
+    }
+    let words: Vec<Vec<char>> = words.iter().map(|w| w.chars().collect()).collect();
+    node(&words, 0)
+}
+
+/// Fewest and most code points a value language's strings have (`None`: unbounded).
+pub(crate) fn length_range(h: &Hir) -> (u64, Option<u64>) {
+    match h {
+        Hir::Empty | Hir::Look(_) => (0, Some(0)),
+        Hir::Literal(b) => {
+            let n = String::from_utf8_lossy(b).chars().count() as u64;
+            (n, Some(n))
+        }
+        Hir::Class(_) => (1, Some(1)),
+        Hir::Concat(v) => v
+            .iter()
+            .map(length_range)
+            .fold((0, Some(0)), |(a, b), (c, d)| {
+                (
+                    a.saturating_add(c),
+                    b.zip(d).map(|(b, d)| b.saturating_add(d)),
+                )
+            }),
+        Hir::Alternation(v) => {
+            let parts: Vec<_> = v.iter().map(length_range).collect();
+            let min = parts.iter().map(|p| p.0).min().unwrap_or(0);
+            let max = parts
+                .iter()
+                .try_fold(0u64, |acc, p| p.1.map(|m| acc.max(m)));
+            (min, max)
+        }
+        Hir::Repeat { sub, min, max } => {
+            let (a, b) = length_range(sub);
+            let hi = match (b, max) {
+                (Some(0), _) => Some(0),
+                (Some(b), Some(m)) => Some(b.saturating_mul(*m as u64)),
+                _ => None,
+            };
+            (a.saturating_mul(*min as u64), hi)
+        }
+        Hir::Intersection(v) => {
+            let parts: Vec<_> = v.iter().map(length_range).collect();
+            let min = parts.iter().map(|p| p.0).max().unwrap_or(0);
+            let max = parts.iter().filter_map(|p| p.1).min();
+            (min, max)
+        }
+        Hir::Complement(_) => (0, None),
+    }
+}
+
+/// The most branches an anchored pattern may be distributed into.
+const MAX_ANCHOR_BRANCHES: usize = 256;
+
+/// A pattern branch with known anchoring: `start`/`end` say whether it is tied to the start/end of
+/// the value.
+type Anchored = (bool, Hir, bool);
+
+fn has_look(h: &Hir) -> bool {
+    match h {
+        Hir::Look(_) => true,
+        Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => v.iter().any(has_look),
+        Hir::Repeat { sub, .. } | Hir::Complement(sub) => has_look(sub),
+        _ => false,
+    }
+}
+
+fn split_anchors(h: &Hir) -> Result<Vec<Anchored>, String> {
+    if !has_look(h) {
+        return Ok(vec![(false, h.clone(), false)]);
+    }
+    let out = match h {
+        Hir::Look(Look::Start) => vec![(true, Hir::Empty, false)],
+        Hir::Look(Look::End) => vec![(false, Hir::Empty, true)],
+        Hir::Alternation(v) => {
+            let mut out = Vec::new();
+            for child in v {
+                out.extend(split_anchors(child)?);
+                if out.len() > MAX_ANCHOR_BRANCHES {
+                    return Err("too many anchored alternatives".into());
+                }
+            }
+            out
+        }
+        Hir::Concat(v) => {
+            let mut acc: Vec<Anchored> = vec![(false, Hir::Empty, false)];
+            for child in v {
+                let parts = split_anchors(child)?;
+                let mut next = Vec::new();
+                for (s1, b1, e1) in &acc {
+                    for (s2, b2, e2) in &parts {
+                        let (mut b1, mut b2) = (b1.clone(), b2.clone());
+                        // A start anchor later on holds only if everything before it was empty.
+                        if *s2 {
+                            if !super::matcher::nullable(&b1) {
+                                continue;
+                            }
+                            b1 = Hir::Empty;
+                        }
+                        // An end anchor earlier on holds only if everything after it is empty.
+                        if *e1 {
+                            if !super::matcher::nullable(&b2) {
+                                continue;
+                            }
+                            b2 = Hir::Empty;
+                        }
+                        next.push((*s1 || *s2, Hir::concat([b1, b2]), *e1 || *e2));
+                    }
+                }
+                if next.len() > MAX_ANCHOR_BRANCHES {
+                    return Err("too many anchored alternatives".into());
+                }
+                acc = next;
+            }
+            acc
+        }
+        Hir::Repeat { sub, min, max } => {
+            let max = max.ok_or("an anchor inside an unbounded repetition")?;
+            if max > 4 {
+                return Err("an anchor inside a repetition of more than 4".into());
+            }
+            // Spell the repetition out: `min` copies, then up to `max - min` optional ones.
+            let mut alts = Vec::new();
+            for n in *min..=max {
+                alts.push(Hir::concat(std::iter::repeat_n(
+                    (**sub).clone(),
+                    n as usize,
+                )));
+            }
+            let mut out = Vec::new();
+            for a in alts {
+                out.extend(split_anchors(&a)?);
+            }
+            out
+        }
+        _ => return Err("an anchor inside an intersection or complement".into()),
+    };
+    Ok(out)
+}
+
+/// The value language of a JSON Schema `pattern`: strings in which it matches somewhere, with `^`
+/// and `$` tied to the start and end of the value. `Err` carries why the pattern is refused.
+pub(crate) fn pattern_value(pattern: &str) -> Result<Hir, String> {
+    let h = crate::regex::parse_ecma(pattern).map_err(|e| e.to_string())?;
+    unanchor(&h)
+}
+
+/// Resolves anchors as described for [`pattern_value`].
+pub(crate) fn unanchor(h: &Hir) -> Result<Hir, String> {
+    let branches = split_anchors(h)?;
+    Ok(Hir::alternation(branches.into_iter().map(|(s, b, e)| {
+        Hir::concat([
+            if s { Hir::Empty } else { any_value() },
+            b,
+            if e { Hir::Empty } else { any_value() },
+        ])
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json_schema::matcher::matches;
+
+    fn text_matches(value: &Hir, json: &str) -> bool {
+        matches(&string_text(value).unwrap(), json)
+    }
+
+    #[test]
+    fn every_code_point_round_trips_in_both_spellings() {
+        let any = any_value();
+        for c in (0u32..0x800).chain([0xD7FF, 0xE000, 0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF]) {
+            let Some(ch) = char::from_u32(c) else {
+                continue;
+            };
+            let s = ch.to_string();
+            let canonical = canonical_text(&s);
+            let mut ascii = String::from("\"");
+            for unit in s.encode_utf16() {
+                match unit {
+                    0x22 => ascii.push_str("\\\""),
+                    0x5C => ascii.push_str("\\\\"),
+                    0x08 => ascii.push_str("\\b"),
+                    0x0C => ascii.push_str("\\f"),
+                    0x0A => ascii.push_str("\\n"),
+                    0x0D => ascii.push_str("\\r"),
+                    0x09 => ascii.push_str("\\t"),
+                    u if (0x20..0x7F).contains(&u) => ascii.push(u as u8 as char),
+                    u => ascii.push_str(&format!("\\u{u:04x}")),
+                }
+            }
+            ascii.push('"');
+            let single = Hir::literal(&s);
+            let mut spellings = vec![canonical.clone(), ascii.clone()];
+            if c >= 0x7F {
+                // Hex digits in upper case are the same escape.
+                spellings.push(ascii.to_uppercase().replace("\\U", "\\u"));
+            }
+            for text in &spellings {
+                assert!(text_matches(&any, text), "{c:#x} {text}");
+                assert!(text_matches(&single, text), "{c:#x} literal {text}");
+            }
+            let other = Hir::literal(if c == 'a' as u32 { "b" } else { "a" });
+            assert!(!text_matches(&other, &canonical), "{c:#x}");
+        }
+        // Forms outside the policy and outside JSON.
+        for bad in [
+            "\"\\u0041\"",
+            "\"\\ud800\"",
+            "\"\n\"",
+            "\"\\x41\"",
+            "\"\\\"",
+            "\"a\"b\"",
+        ] {
+            assert!(!text_matches(&any, bad), "{bad}");
+        }
+        assert!(text_matches(&Hir::literal("/"), "\"\\/\""));
+    }
+
+    #[test]
+    fn complement_is_taken_among_strings() {
+        let not_ab = Hir::complement(Hir::literal("ab"));
+        assert!(text_matches(&not_ab, "\"abc\"") && text_matches(&not_ab, "\"\""));
+        assert!(!text_matches(&not_ab, "\"ab\"") && !text_matches(&not_ab, "\"a\\u0062\""));
+        assert!(!text_matches(&not_ab, "\"ab"));
+    }
+
+    #[test]
+    fn patterns_are_unanchored_unless_anchored() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            ("a", &["a", "xay", "ba"], &["", "b"]),
+            ("^a", &["a", "ab"], &["ba", ""]),
+            ("a$", &["a", "ba"], &["ab"]),
+            ("^a$|^b", &["a", "b", "bc"], &["ab", "cb"]),
+            ("(^|,)x", &["x", "a,x", "x1"], &["ax", ""]),
+            ("^$", &[""], &["a"]),
+            ("a^b", &[], &["ab", "a^b", ""]),
+            ("^(a|b$)", &["a", "ab", "b"], &["bc", "cb"]),
+            ("^\\d{4}-\\d{2}$", &["2024-01"], &["2024-1", "x2024-01"]),
+        ];
+        for (p, yes, no) in cases {
+            let h = pattern_value(p).unwrap();
+            for s in *yes {
+                assert!(matches(&h, s), "{p} should match {s:?}: {h}");
+            }
+            for s in *no {
+                assert!(!matches(&h, s), "{p} should not match {s:?}: {h}");
+            }
+        }
+        assert!(pattern_value("(?=a)").is_err());
+        assert!(pattern_value("(^a)*").is_err());
+    }
+
+    #[test]
+    fn strings_except_excludes_exactly_the_words() {
+        let h = strings_except(&["a", "ab", "b"]);
+        for (s, ok) in [
+            ("", true),
+            ("a", false),
+            ("ab", false),
+            ("b", false),
+            ("abc", true),
+            ("aa", true),
+            ("c", true),
+        ] {
+            assert_eq!(matches(&h, s), ok, "{s}");
+        }
+    }
+
+    #[test]
+    fn lengths() {
+        let h = crate::regex::parse("a{2,3}(bc|d)?").unwrap();
+        assert_eq!(length_range(&h), (2, Some(5)));
+        assert_eq!(length_range(&any_value()), (0, None));
+    }
+}

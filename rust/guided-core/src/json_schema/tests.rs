@@ -1,0 +1,343 @@
+//! End-to-end tests of the schema compiler: hand-checked texts that must and must not match, and
+//! the error table (class, keyword, pointer) for schemas that must be refused.
+
+use serde_json::{json, Value};
+
+use super::matcher::matches;
+use super::{json_schema_to_hir, json_schema_to_regex, SchemaOptions};
+use crate::error::Error;
+
+fn check_with(schema: Value, opts: &SchemaOptions, good: &[&str], bad: &[&str]) {
+    let c = json_schema_to_hir(&schema, opts).unwrap_or_else(|e| panic!("{schema}: {e}"));
+    for t in good {
+        assert!(matches(&c.hir, t), "{schema}\nshould accept {t}\n{}", c.hir);
+    }
+    for t in bad {
+        assert!(
+            !matches(&c.hir, t),
+            "{schema}\nshould refuse {t}\n{}",
+            c.hir
+        );
+    }
+}
+
+fn check(schema: Value, good: &[&str], bad: &[&str]) {
+    check_with(schema, &SchemaOptions::default(), good, bad)
+}
+
+#[test]
+fn scalars() {
+    check(json!({"type": "null"}), &["null"], &["0", "\"null\""]);
+    check(
+        json!({"type": "boolean"}),
+        &["true", "false"],
+        &["1", "null"],
+    );
+    check(
+        json!({"type": "integer"}),
+        &["0", "-7", "12", "3.0"],
+        &["1.5", "01", "\"1\"", "-", "1e+16"],
+    );
+    check(
+        json!({"type": "number", "minimum": 1.5, "exclusiveMaximum": 3}),
+        &["1.5", "2", "2.999", "2.5e0"],
+        &["1.4", "3", "3.0", "-2"],
+    );
+    check(
+        json!({"type": "string", "minLength": 2, "maxLength": 3}),
+        &["\"ab\"", "\"a\\nb\"", "\"\\u00e9\\u00e9\""],
+        &["\"a\"", "\"abcd\"", "ab"],
+    );
+    check(
+        json!({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}),
+        &["\"abc\""],
+        &["\"abcd\"", "\"\"", "\"aB\""],
+    );
+    check(
+        json!({"pattern": "b"}),
+        &["\"abc\"", "1", "null"],
+        &["\"ac\""],
+    );
+    check(
+        json!(true),
+        &["1", "\"x\"", "[1,{\"a\":null}]"],
+        &["", "[1,]"],
+    );
+    check(json!(false), &[], &["1", "null"]);
+}
+
+#[test]
+fn objects_in_declared_order() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+        "required": ["b"],
+        "additionalProperties": false
+    });
+    check(
+        schema,
+        &[
+            r#"{"b":"x"}"#,
+            r#"{"a": 1, "b": "x"}"#,
+            r#"{"b":"x","c":true}"#,
+            r#"{"a":1,"b":"","c":false}"#,
+        ],
+        &[
+            r#"{}"#,
+            r#"{"a":1}"#,
+            r#"{"b":"x","a":1}"#,
+            r#"{"b":"x","d":1}"#,
+            r#"{"b":"x",}"#,
+            r#"{,"b":"x"}"#,
+        ],
+    );
+    // Open objects take extras after the declared members.
+    check(
+        json!({"properties": {"a": {"const": 1}}}),
+        &[
+            r#"{}"#,
+            r#"{"a":1}"#,
+            r#"{"a":1,"z":[true]}"#,
+            r#"{"z":"q"}"#,
+            "7",
+        ],
+        &[r#"{"a":2}"#, r#"{"z":1,"a":1}"#, r#"{"a":1,"a":1}"#],
+    );
+    check(
+        json!({"type": "object", "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": false}),
+        &[r#"{"x-a":1,"x-b":2}"#, r#"{}"#],
+        &[r#"{"y":1}"#, r#"{"x-a":"s"}"#],
+    );
+    check(
+        json!({"type": "object", "minProperties": 1, "maxProperties": 2, "properties": {"a": {}, "b": {}, "c": {}}}),
+        &[r#"{"a":1}"#, r#"{"b":1,"c":[1,2]}"#, r#"{"a":1,"zz":2}"#],
+        &[r#"{}"#, r#"{"a":1,"b":2,"c":3}"#, r#"{"a":1,"b":2,"q":3}"#],
+    );
+    check(
+        json!({"type": "object", "propertyNames": {"maxLength": 2}}),
+        &[r#"{"ab":1}"#, r#"{}"#],
+        &[r#"{"abc":1}"#],
+    );
+}
+
+#[test]
+fn arrays() {
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3}),
+        &["[1]", "[1, 2, 3]", "[1,2]"],
+        &["[]", "[1,2,3,4]", "[1,\"a\"]", "[1,]"],
+    );
+    check(
+        json!({"prefixItems": [{"type": "string"}, {"type": "integer"}], "items": false}),
+        &["[]", "[\"a\"]", "[\"a\",1]"],
+        &["[1]", "[\"a\",1,2]"],
+    );
+    check(
+        json!({"type": "array", "contains": {"const": 5}, "maxContains": 2}),
+        &["[5]", "[1,5,2,5]", "[5,5]"],
+        &["[]", "[1,2]", "[5,5,5]"],
+    );
+    check(
+        json!({"type": "array", "items": {"enum": ["a", "b", 1]}, "uniqueItems": true}),
+        &["[]", "[\"a\",1]", "[\"b\",\"a\",1]", "[1.0,\"a\"]"],
+        &["[\"a\",\"a\"]", "[1,\"b\",1.0]"],
+    );
+}
+
+#[test]
+fn combinators() {
+    check(
+        json!({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]}),
+        &["1", "\"a\""],
+        &["\"ab\"", "1.5"],
+    );
+    // Overlapping oneOf: exactly one branch.
+    check(
+        json!({"oneOf": [{"minimum": 2}, {"maximum": 5}]}),
+        &["1", "6"],
+        &["3", "\"x\""],
+    );
+    check(
+        json!({"not": {"type": "string"}}),
+        &["1", "null"],
+        &["\"a\""],
+    );
+    check(
+        json!({"type": "object", "not": {"properties": {"a": {"const": 1}}, "required": ["a"]}}),
+        &[r#"{}"#, r#"{"a":2}"#],
+        &[r#"{"a":1}"#, r#"{"a":1.0}"#],
+    );
+    check(
+        json!({"if": {"type": "integer"}, "then": {"minimum": 10}, "else": {"type": "string"}}),
+        &["10", "\"s\""],
+        &["5", "1.5", "null"],
+    );
+    check(
+        json!({"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]}),
+        &[r#"{"a":1,"b":2}"#, r#"{"b":2}"#],
+        &[r#"{"a":1}"#, r#"{"b":"x"}"#],
+    );
+    check(
+        json!({"type": "object", "dependentRequired": {"a": ["b"]}, "properties": {"a": {}, "b": {}}}),
+        &[r#"{}"#, r#"{"b":1}"#, r#"{"a":1,"b":2}"#],
+        &[r#"{"a":1}"#],
+    );
+}
+
+#[test]
+fn references_and_recursion() {
+    let tree = json!({
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
+        "$ref": "#/$defs/node"
+    });
+    check(
+        tree.clone(),
+        &[r#"{"v":1}"#, r#"{"v":1,"kids":[{"v":2,"kids":[]}]}"#],
+        &[r#"{"kids":[]}"#, r#"{"v":1,"kids":[{"v":"x"}]}"#],
+    );
+    // Unrolled max_recursion_depth times: deeper trees are cut, never wrongly accepted.
+    let deep = r#"{"v":1,"kids":[{"v":2,"kids":[{"v":3,"kids":[{"v":4}]}]}]}"#;
+    check(tree, &[], &[deep]);
+    let linked =
+        json!({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]});
+    let e = json_schema_to_hir(&linked, &SchemaOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, Error::SizeLimit { ref limit, .. } if limit == "max_recursion_depth"),
+        "{e}"
+    );
+}
+
+#[test]
+fn enums_and_consts_by_value() {
+    check(
+        json!({"enum": [1, "a\"b", {"x": [1, 2]}, null]}),
+        &[
+            "1",
+            "1.0",
+            "\"a\\\"b\"",
+            r#"{"x":[1,2]}"#,
+            r#"{ "x": [1, 2] }"#,
+            "null",
+        ],
+        &["2", "\"a\"", r#"{"x":[2,1]}"#],
+    );
+    check(
+        json!({"type": "string", "enum": ["a", 1, "bb"], "maxLength": 1}),
+        &["\"a\""],
+        &["1", "\"bb\""],
+    );
+}
+
+#[test]
+fn whitespace_options() {
+    let flexible = SchemaOptions {
+        whitespace: Some("flexible".into()),
+        ..SchemaOptions::default()
+    };
+    check_with(
+        json!({"type": "object", "properties": {"a": {"type": "array"}}}),
+        &flexible,
+        &["{\n  \"a\": [\n    1\n  ]\n}"],
+        &[],
+    );
+    let bad = SchemaOptions {
+        whitespace: Some("x".into()),
+        ..SchemaOptions::default()
+    };
+    assert!(matches!(
+        json_schema_to_hir(&json!({}), &bad),
+        Err(Error::RegexSyntax { .. })
+    ));
+}
+
+#[test]
+fn regex_text_is_python_compatible_without_boolean_keywords() {
+    let (text, warnings) = json_schema_to_regex(
+        &json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}}),
+        &SchemaOptions::default(),
+    )
+    .unwrap();
+    assert!(warnings.is_empty());
+    assert!(!text.contains("(?&") && !text.contains("(?~"), "{text}");
+}
+
+/// Every refusal names its class, keyword and pointer.
+#[test]
+fn error_table() {
+    let cases: Vec<(Value, &str, &str, &str)> = vec![
+        (
+            json!({"$ref": "http://example.com/x.json"}),
+            "unsupported",
+            "$ref",
+            "",
+        ),
+        (
+            json!({"properties": {"a": {"pattern": "(?=x)"}}}),
+            "unsupported",
+            "pattern",
+            "/properties/a",
+        ),
+        (json!({"format": "int32"}), "unsupported", "format", ""),
+        (
+            json!({"items": {"type": "string"}, "uniqueItems": true}),
+            "unsupported",
+            "uniqueItems",
+            "",
+        ),
+        (json!({"type": "strng"}), "unsupported", "type", ""),
+        (json!({"minLength": -1}), "unsupported", "minLength", ""),
+        (json!({"multipleOf": 0}), "unsupported", "multipleOf", ""),
+        (json!({"allOf": []}), "unsupported", "allOf", ""),
+        (
+            json!({"$defs": {"a": {"$ref": "#/$defs/missing"}}, "$ref": "#/$defs/a"}),
+            "unsupported",
+            "$ref",
+            "/$defs/a",
+        ),
+        (
+            json!({"type": "object", "required": ["a"], "properties": {"a": {"$ref": "#"}}}),
+            "size",
+            "max_recursion_depth",
+            "",
+        ),
+    ];
+    for (schema, class, keyword, pointer) in cases {
+        match json_schema_to_hir(&schema, &SchemaOptions::default()) {
+            Err(Error::UnsupportedSchema {
+                keyword: k,
+                pointer: p,
+                ..
+            }) if class == "unsupported" => {
+                assert_eq!((k.as_str(), p.as_str()), (keyword, pointer), "{schema}");
+            }
+            Err(Error::SizeLimit { limit, .. }) if class == "size" => {
+                assert_eq!(limit, keyword, "{schema}")
+            }
+            other => panic!("{schema}: expected {class} {keyword}, got {other:?}"),
+        }
+    }
+    // Non-strict mode ignores the keywords whose omission only widens the language.
+    let lax = SchemaOptions {
+        strict: false,
+        ..SchemaOptions::default()
+    };
+    let c = json_schema_to_hir(
+        &json!({"items": {"type": "string"}, "uniqueItems": true, "format": "int32"}),
+        &lax,
+    )
+    .unwrap();
+    assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
+}
+
+#[test]
+fn deep_schemas_hit_limits_not_the_stack() {
+    let mut s = json!({"type": "integer"});
+    for _ in 0..500 {
+        s = json!({"type": "array", "items": s});
+    }
+    let e = json_schema_to_hir(&s, &SchemaOptions::default()).unwrap_err();
+    assert!(
+        matches!(e, Error::SizeLimit { ref limit, .. } if limit == "max_nesting"),
+        "{e}"
+    );
+}
