@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import guided
 from conftest import ROOT, shared_path
@@ -34,11 +35,6 @@ from guided.cli import (
     EXIT_USAGE,
     EXIT_VOCABULARY,
     main,
-)
-
-HAS_JSON_SCHEMA = hasattr(guided, "json_schema_to_regex")
-needs_json_schema = pytest.mark.skipif(
-    not HAS_JSON_SCHEMA, reason="guided.json_schema_to_regex is not in this build yet"
 )
 
 USER_SCHEMA: dict[str, Any] = {
@@ -287,7 +283,6 @@ def test_check_rejects_an_instance_that_is_not_json(tmp_path: Path) -> None:
     assert "is not JSON" in result.stderr and "--raw" in result.stderr
 
 
-@needs_json_schema
 def test_check_verdicts(tmp_path: Path) -> None:
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(USER_SCHEMA))
@@ -326,17 +321,16 @@ def test_check_verdicts(tmp_path: Path) -> None:
     assert "ends before" in result.stderr
 
 
+POINT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+    "required": ["y", "x"],
+    "additionalProperties": False,
+}
 LAYOUT_SCHEMAS: list[dict[str, Any]] = [
     USER_SCHEMA,
     {
-        "$defs": {
-            "point": {
-                "type": "object",
-                "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
-                "required": ["y", "x"],
-                "additionalProperties": False,
-            }
-        },
+        "$defs": {"point": POINT_SCHEMA},
         "type": "object",
         "allOf": [
             {"properties": {"b": {"type": "boolean"}}, "required": ["b"]},
@@ -344,24 +338,50 @@ LAYOUT_SCHEMAS: list[dict[str, Any]] = [
         ],
         "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/point"}, "maxItems": 3}},
         "required": ["c"],
-        "additionalProperties": False,
     },
 ]
 
 
-@needs_json_schema
-@pytest.mark.parametrize("schema", LAYOUT_SCHEMAS, ids=["user", "refs_and_allof"])
-def test_declared_layout_is_what_the_constraint_accepts(schema: dict[str, Any]) -> None:
-    from hypothesis_jsonschema import from_schema
+def shuffled(members: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects with these members, in any order (a model's order is what check must fix)."""
+    values = st.fixed_dictionaries(members)
+    return st.tuples(values, st.permutations(list(members))).map(
+        lambda pair: {k: pair[0][k] for k in pair[1]}
+    )
 
-    index = guided.TokenIndex.from_json_schema(
-        json.dumps(schema),
+
+POINTS = shuffled({"x": st.integers(), "y": st.integers()})
+INSTANCES: list[st.SearchStrategy[Any]] = [
+    st.tuples(
+        shuffled(
+            {
+                "name": st.text(max_size=20),
+                "age": st.integers(0, 150),
+                "tags": st.lists(st.sampled_from(["a", "b"]), max_size=4),
+            }
+        ),
+        st.booleans(),
+    ).map(lambda pair: pair[0] if pair[1] else {k: v for k, v in pair[0].items() if k != "tags"}),
+    shuffled({"a": POINTS, "b": st.booleans(), "c": st.lists(POINTS, max_size=3)}),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "instances"), list(zip(LAYOUT_SCHEMAS, INSTANCES)), ids=["user", "refs_and_allof"]
+)
+def test_declared_layout_is_what_the_constraint_accepts(
+    schema: dict[str, Any], instances: st.SearchStrategy[Any]
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    index = guided.TokenIndex.from_regex(
+        guided.json_schema_to_regex(schema),
         guided.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=[256]),
     )
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(from_schema(schema))
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(instances)
     def accepted(instance: Any) -> None:
+        jsonschema.validate(instance, schema)  # the generator makes valid instances only
         for compact in (False, True):
             text = declared_dumps(instance, schema, compact=compact).encode("utf-8")
             guide = guided.Guide(index)

@@ -23,11 +23,9 @@ from typing import Any
 import pytest
 import torch
 
-import guided
 from conftest import ROOT, shared_path
 
 README = ROOT / "README.md"
-HAS_JSON_SCHEMA = hasattr(guided, "json_schema_to_regex")
 
 
 def python_blocks() -> list[tuple[int, str]]:
@@ -70,8 +68,6 @@ def offline_hub(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("line", "code"), BLOCKS, ids=[f"line{line}" for line, _ in BLOCKS])
 def test_python_example_runs(line: int, code: str, request: pytest.FixtureRequest) -> None:
-    if not HAS_JSON_SCHEMA and re.search(r"json_schema|JSONSchema", code):
-        pytest.skip("guided.json_schema_to_regex is not in this build yet")
     if "from_pretrained" in code:
         request.getfixturevalue("offline_hub")
     namespace: dict[str, Any] = {"__name__": "__readme__"}

@@ -19,9 +19,9 @@ The exit status says what happened, so scripts can branch on it without parsing 
 limit) and :data:`EXIT_VOCABULARY` (4: an unreadable or inconsistent tokenizer file).
 
 ``--out`` writes a pickle of the :class:`guided.TokenIndex`. An index pickles as its *recipe* (the
-pattern or schema, the options and the vocabulary's token bytes), not as its cached masks: loading
-it recompiles the constraint (milliseconds) and masks are computed again on first use. Like any
-pickle, only load files you trust.
+pattern, for a schema the regex it compiles to, with the vocabulary's token bytes), not as its
+cached masks: loading it recompiles the constraint (milliseconds) and masks are computed again on
+first use. Like any pickle, only load files you trust.
 """
 
 from __future__ import annotations
@@ -99,13 +99,6 @@ def _read_schema(path: str) -> Any:
         raise CommandError(f"schema {path!r} is not JSON: {e}", EXIT_CONSTRAINT) from None
 
 
-def _require_json_schema() -> None:
-    if not hasattr(guided, "json_schema_to_regex"):
-        raise CommandError(
-            "this build of guided has no JSON Schema compiler; use --regex", EXIT_CONSTRAINT
-        )
-
-
 def _schema_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         "max_recursion_depth": args.max_recursion_depth,
@@ -179,7 +172,6 @@ def _reachable_states(index: TokenIndex) -> Iterator[int]:
 def run_compile(args: argparse.Namespace) -> int:
     if args.schema is not None:
         schema = _read_schema(args.schema)
-        _require_json_schema()
     vocab, vocab_source = _load_vocabulary(args)
     record: dict[str, Any] = {
         "vocabulary": vocab_source,
@@ -191,9 +183,7 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.schema is not None:
         options = _schema_options(args)
         regex: str = guided.json_schema_to_regex(schema, **options)
-        index = TokenIndex.from_json_schema(
-            json.dumps(schema), vocab, max_states=args.max_states, **options
-        )
+        index = TokenIndex.from_regex(regex, vocab, max_states=args.max_states)
         record.update(kind="json_schema", source=args.schema)
     else:
         regex = args.regex
@@ -281,10 +271,8 @@ def run_check(args: argparse.Namespace) -> int:
             declared_dumps(instance, schema, compact=args.compact),
             json.dumps(instance, ensure_ascii=False, separators=separators),
         ]
-    _require_json_schema()
-    index = TokenIndex.from_json_schema(
-        json.dumps(schema), _byte_vocabulary(), **_schema_options(args)
-    )
+    regex = guided.json_schema_to_regex(schema, **_schema_options(args))
+    index = TokenIndex.from_regex(regex, _byte_vocabulary(), max_states=args.max_states)
     best: tuple[int, bool, str] | None = None
     for text in dict.fromkeys(candidates):
         accepted, complete = _walk(index, text.encode("utf-8"))
@@ -401,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="would the constraint of a schema accept this instance?")
     check.add_argument("--schema", metavar="FILE", required=True, help="a JSON Schema file")
     check.add_argument("instance", metavar="INSTANCE", help="a JSON file, or - for stdin")
+    check.add_argument("--max-states", type=int, default=20_000, metavar="N")
     check.add_argument(
         "--compact", action="store_true", help='serialize without spaces after ":" and ","'
     )

@@ -63,7 +63,14 @@ from typing import Any, Union
 import torch
 from transformers import LogitsProcessor
 
-from guided import Guide, IndexCache, InvalidTokenError, TokenIndex, Vocabulary
+from guided import (
+    Guide,
+    IndexCache,
+    InvalidTokenError,
+    TokenIndex,
+    Vocabulary,
+    json_schema_to_regex,
+)
 from guided._vocab import from_huggingface
 from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from guided.bitmask import fill_next_token_bitmask as fill_bitmask
@@ -264,8 +271,9 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
     """Constrains the generated text to a JSON document valid under ``schema``.
 
     ``schema`` is a dict, its JSON text, or a pydantic model class. The options are those of
-    :func:`guided.json_schema_to_regex` (``whitespace``, ``max_recursion_depth``, ``strict``, ...).
-    The index comes from ``cache`` (default: the tokenizer's own, see :func:`index_cache_of`).
+    :func:`guided.json_schema_to_regex` (``whitespace``, ``max_recursion_depth``, ``strict``, ...);
+    the index is built from that regex, which is exactly the schema's language. It comes from
+    ``cache`` (default: the tokenizer's own, see :func:`index_cache_of`).
     """
 
     def __init__(
@@ -275,13 +283,15 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
         *,
         eos_token_ids: EosIds = None,
         pad_token_id: int | None = None,
+        max_states: int = 20_000,
         threads: int | None = None,
         cache: IndexCache | None = None,
         **options: Any,
     ) -> None:
         if hasattr(schema, "model_json_schema"):
             schema = schema.model_json_schema()
+        pattern = json_schema_to_regex(schema, **options)
         if cache is None:
             cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
-        index = cache.json_schema(schema, **options)
+        index = cache.regex(pattern, max_states=max_states)
         super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)
