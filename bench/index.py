@@ -324,7 +324,8 @@ class Guided(Engine):
 
     def compile(self, w: Workload) -> Any:
         if guided_uses_schema_compiler(w):
-            return guided.TokenIndex.from_json_schema(json.dumps(w.schema), self.vocab)
+            # The schema's regex is exactly its language; compiling it is guided's schema path.
+            return guided.TokenIndex.from_regex(guided.json_schema_to_regex(w.schema), self.vocab)
         return guided.TokenIndex.from_regex(w.regex, self.vocab)
 
     def matcher(self, compiled: Any) -> Any:
