@@ -55,8 +55,9 @@ fmt:  ## format Rust and Python sources
 	$(VENV)/bin/ruff format python tests bench
 	$(VENV)/bin/ruff check --fix python tests bench
 
-bench: build  ## run the side-by-side benchmarks and write bench/results/*.json
+bench: build  ## run the side-by-side benchmarks, write bench/results/*.json, render them into README.md
 	$(PY) bench/run.py
+	$(PY) bench/readme.py
 
 clean:  ## remove build outputs (keeps .venv)
 	cargo clean

@@ -17,18 +17,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import guided
 from common import median, table, time_call, write_results
-from guided.cli import DEMO_PATTERNS
 
 PURE_PYTHON_REFERENCE_MS = 22.0
 
 PATTERNS: dict[str, str] = {
-    **DEMO_PATTERNS,
+    "digits": r"[0-9]{1,10}",
+    "email": r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}",
+    "iso_date": r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])",
+    "json_object": (
+        r'\{[ ]?"name"[ ]?:[ ]?"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt])*"'
+        r'[ ]?,[ ]?"age"[ ]?:[ ]?-?(?:0|[1-9][0-9]*)'
+        r'(?:[ ]?,[ ]?"admin"[ ]?:[ ]?(?:true|false))?'
+        r'(?:[ ]?,[ ]?"tags"[ ]?:[ ]?\[[ ]?(?:"(?:red|green|blue)"'
+        r'(?:[ ]?,[ ]?"(?:red|green|blue)")*)?[ ]?\])?[ ]?\}'
+    ),
     "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
     "ipv4": r"(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)",
     "unicode_words": r"(?:\p{L}+ ?){1,8}",
     "any_text_64": r".{0,64}",
     "suffix_blowup_12": r"(a|b)*a(a|b){12}",
 }
+if hasattr(guided, "json_schema_to_regex"):
+    from guided._demo import DEMO_SCHEMA
+
+    PATTERNS["demo_schema"] = guided.json_schema_to_regex(DEMO_SCHEMA)
 
 
 def main() -> None:

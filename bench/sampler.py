@@ -52,9 +52,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
 
-from guided.bitmask import apply_token_bitmask_inplace, bitmask_width
-from guided.sampling import Request, Sampler, SamplingParams
-from guided.sampling.penalties import PenaltyState
 from transformers.generation.logits_process import (
     MinPLogitsWarper,
     RepetitionPenaltyLogitsProcessor,
@@ -62,6 +59,10 @@ from transformers.generation.logits_process import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+
+from guided.bitmask import apply_token_bitmask_inplace, bitmask_width
+from guided.sampling import Request, Sampler, SamplingParams
+from guided.sampling.penalties import PenaltyState
 
 try:
     import xgrammar

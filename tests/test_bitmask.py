@@ -18,18 +18,19 @@ import textwrap
 import warnings
 from pathlib import Path
 
-import guided
 import numpy as np
 import pytest
 import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import guided
 from guided.bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     bitmask_width,
     fill_next_token_bitmask,
 )
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from guided.sampling import beam_search
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from guided.sampling import beam_search
 
 
 def markov_model(vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,6 +121,20 @@ def test_stops_when_enough_beams_finished() -> None:
     assert calls == [1, 2]
     assert [b.tokens for b in beams] == [(0,), (1, 0)]
     assert all(b.finished for b in beams)
+
+
+def test_banned_tokens_never_enter_a_beam() -> None:
+    # A constraint leaves fewer allowed tokens than the beam is wide: the beam narrows, it never
+    # takes a token whose log-probability is -inf.
+    def fn(sequences: list[list[int]]) -> torch.Tensor:
+        scores = torch.full((len(sequences), 6), -math.inf)
+        for row, sequence in enumerate(sequences):
+            allowed = [1, 2] if not sequence else [0]  # 0 is EOS
+            scores[row, allowed] = torch.log_softmax(torch.ones(len(allowed)), dim=0)
+        return scores
+
+    beams = beam_search(fn, [], 4, 5, eos_token_id=0)
+    assert sorted(b.tokens for b in beams) == [(1, 0), (2, 0)]
 
 
 def test_bad_arguments() -> None:

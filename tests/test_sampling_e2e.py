@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 
 import torch
-from guided.sampling import Request, Sampler, SamplingParams
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toy_guide import EOS, VOCAB, WIDTH, ToyGuide
+
+from guided.sampling import Request, Sampler, SamplingParams
 
 PATTERNS = [
     r"-?[0-9]{1,4}(\.[0-9]{1,2})?",

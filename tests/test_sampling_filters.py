@@ -21,7 +21,6 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from guided.sampling import apply_filters, filters
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers.generation.logits_process import (
@@ -30,6 +29,8 @@ from transformers.generation.logits_process import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+
+from guided.sampling import apply_filters, filters
 
 TOLERANCE = 1e-5
 NEGLIGIBLE = 1e-30

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from guided.sampling import Request, SamplingParams
 
 BAD = [

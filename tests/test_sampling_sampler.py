@@ -18,9 +18,6 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 import torch
-from guided.sampling import Request, Sampler, SamplingParams
-from guided.sampling import sampler as sampler_module
-from guided.sampling.draw import BLOCK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_sampling_filters import float64_definition
@@ -31,6 +28,10 @@ from transformers.generation.logits_process import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+
+from guided.sampling import Request, Sampler, SamplingParams
+from guided.sampling import sampler as sampler_module
+from guided.sampling.draw import BLOCK
 
 SIGNIFICANCE = 1e-6
 
@@ -478,8 +479,9 @@ def test_penalty_state_follows_the_outputs() -> None:
 
 
 def test_penalties_equal_the_vllm_formula_and_transformers() -> None:
-    from guided.sampling.penalties import PenaltyState
     from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    from guided.sampling.penalties import PenaltyState
 
     vocab = 64
     generator = torch.Generator().manual_seed(11)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import regex
 import torch
+
 from guided import InvalidTokenError
 
 #: Token id -> text; ``None`` marks special tokens (the last one is EOS).

@@ -68,7 +68,7 @@ def beam_search(
         vocab = scores.shape[1]
         base = torch.tensor([logprob for _, logprob in live], dtype=torch.float64)
         totals = (scores.detach().to("cpu", torch.float64) + base.unsqueeze(1)).flatten()
-        totals = torch.nan_to_num(totals, nan=-math.inf)
+        totals = torch.nan_to_num(totals, nan=-math.inf, neginf=-math.inf)  # keep bans banned
         count = min(2 * beam_width, totals.numel())
         cutoff = torch.topk(totals, count).values[-1]
         flat = ((totals >= cutoff) & (totals > -math.inf)).nonzero().squeeze(1)

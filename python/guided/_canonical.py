@@ -1,0 +1,218 @@
+"""An instance written the way a JSON Schema constraint expects to see it.
+
+A regular language cannot admit every permutation of an object's members without a factorial blow
+up, so the schema compiler fixes one order: the *declared order* of each location, the order in
+which property names first appear in a depth-first walk of the schemas that apply there (each schema
+read in its own key order: ``properties`` keys, ``required`` entries, ``dependentRequired`` and
+draft-4 ``dependencies`` keys and values, ``dependentSchemas`` keys, the keys of object values in
+``const`` and ``enum``; then the subschemas applied in place: ``$ref``, ``allOf``, ``anyOf``,
+``oneOf``, ``if``, ``then``, ``else``, ``not``, ``dependentSchemas``). Members with undeclared names
+follow the declared ones. ``guided check`` uses :func:`declared_dumps` to ask "would the constraint
+have let a model write this value?" rather than "is this text in that order?".
+
+The walk here follows the compiler's strict reading, which unions the names of every alternative;
+inside an ``anyOf`` branch the compiler may use the branch's own order instead, so ``guided check``
+also tries the instance's own member order before it reports a mismatch. Only references within the
+document (``#``, ``#/json/pointer`` and ``#anchor``) are followed; anything else contributes no
+names, and the check against the constraint remains the judge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["declared_dumps"]
+
+_IN_PLACE_SINGLE = ("not", "if", "then", "else")
+_IN_PLACE_ARRAYS = ("allOf", "anyOf", "oneOf")
+_LEGACY_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+
+
+class _Document:
+    """The root schema, for resolving in-document references."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
+        # Before 2019-09 a `$ref` made its siblings ignored.
+        self.ref_overrides_siblings = any(d in str(schema_uri) for d in _LEGACY_DRAFTS)
+        self.anchors: dict[str, Any] = {}
+        self._collect_anchors(root)
+
+    def _collect_anchors(self, node: Any) -> None:
+        if isinstance(node, dict):
+            anchor = node.get("$anchor")
+            if isinstance(anchor, str):
+                self.anchors.setdefault(anchor, node)
+            for value in node.values():
+                self._collect_anchors(value)
+        elif isinstance(node, list):
+            for value in node:
+                self._collect_anchors(value)
+
+    def resolve(self, ref: str) -> Any:
+        """The schema a local reference names, or None."""
+        if not ref.startswith("#"):
+            return None
+        fragment = ref[1:]
+        if not fragment.startswith("/"):
+            return self.root if fragment == "" else self.anchors.get(fragment)
+        node = self.root
+        for raw in fragment[1:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node
+
+
+def _in_place(doc: _Document, schema: Any) -> Iterator[Any]:
+    """The subschemas applied to the same instance, in the schema's key order."""
+    if not isinstance(schema, dict):
+        return
+    ref_only = doc.ref_overrides_siblings and "$ref" in schema
+    for key, value in schema.items():
+        if ref_only and key != "$ref":
+            continue
+        if key in ("$ref", "$dynamicRef", "$recursiveRef"):
+            target = doc.resolve(value) if isinstance(value, str) else None
+            if target is not None:
+                yield target
+        elif key in _IN_PLACE_SINGLE:
+            yield value
+        elif key in _IN_PLACE_ARRAYS and isinstance(value, list):
+            yield from value
+        elif key in ("dependentSchemas", "dependencies") and isinstance(value, dict):
+            yield from (v for v in value.values() if isinstance(v, (dict, bool)))
+
+
+def _own_names(doc: _Document, schema: Any) -> Iterator[str]:
+    if not isinstance(schema, dict) or (doc.ref_overrides_siblings and "$ref" in schema):
+        return
+    for key, value in schema.items():
+        if key in ("properties", "dependentSchemas", "const") and isinstance(value, dict):
+            yield from value
+        elif key == "required" and isinstance(value, list):
+            yield from (v for v in value if isinstance(v, str))
+        elif key in ("dependentRequired", "dependencies") and isinstance(value, dict):
+            for name, deps in value.items():
+                yield name
+                if isinstance(deps, list):
+                    yield from (v for v in deps if isinstance(v, str))
+        elif key == "enum" and isinstance(value, list):
+            for member in value:
+                if isinstance(member, dict):
+                    yield from member
+
+
+def _closure(doc: _Document, schemas: list[Any]) -> list[Any]:
+    """The schemas and everything they apply in place, once each, in depth-first key order."""
+    out: list[Any] = []
+    seen: set[int] = set()
+    stack = list(reversed(schemas))
+    while stack:
+        schema = stack.pop()
+        if id(schema) in seen:
+            continue
+        seen.add(id(schema))
+        out.append(schema)
+        stack.extend(reversed(list(_in_place(doc, schema))))
+    return out
+
+
+def declared_order(doc: _Document, schemas: list[Any]) -> list[str]:
+    """The declared member order at a location where ``schemas`` apply."""
+    names: dict[str, None] = {}
+    for schema in _closure(doc, schemas):
+        for name in _own_names(doc, schema):
+            names.setdefault(name, None)
+    return list(names)
+
+
+def _member_schemas(doc: _Document, schemas: list[Any], name: str) -> list[Any]:
+    """The schemas that apply to member ``name`` of an object where ``schemas`` apply."""
+    out: list[Any] = []
+    for schema in _closure(doc, schemas):
+        if not isinstance(schema, dict):
+            continue
+        properties = schema.get("properties")
+        declared = isinstance(properties, dict) and name in properties
+        if declared and isinstance(properties, dict):
+            out.append(properties[name])
+        matched = False
+        patterns = schema.get("patternProperties")
+        if isinstance(patterns, dict):
+            for pattern, sub in patterns.items():
+                try:
+                    if re.search(pattern, name):
+                        out.append(sub)
+                        matched = True
+                except re.error:
+                    continue
+        if not declared and not matched and "additionalProperties" in schema:
+            out.append(schema["additionalProperties"])
+        for constant in _constants(schema):
+            if isinstance(constant, dict) and name in constant:
+                out.append({"const": constant[name]})
+    return out
+
+
+def _item_schemas(doc: _Document, schemas: list[Any], position: int) -> list[Any]:
+    """The schemas that apply to item ``position`` of an array where ``schemas`` apply."""
+    out: list[Any] = []
+    for schema in _closure(doc, schemas):
+        if not isinstance(schema, dict):
+            continue
+        prefix = schema.get("prefixItems")
+        items = schema.get("items")
+        if isinstance(prefix, list) and position < len(prefix):
+            out.append(prefix[position])
+        elif isinstance(items, list):  # draft-4 tuple form
+            if position < len(items):
+                out.append(items[position])
+            elif "additionalItems" in schema:
+                out.append(schema["additionalItems"])
+        elif items is not None:
+            out.append(items)
+        if "contains" in schema:
+            out.append(schema["contains"])
+        for constant in _constants(schema):
+            if isinstance(constant, list) and position < len(constant):
+                out.append({"const": constant[position]})
+    return out
+
+
+def _constants(schema: dict[str, Any]) -> Iterator[Any]:
+    if "const" in schema:
+        yield schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        yield from enum
+
+
+def _reorder(doc: _Document, value: Any, schemas: list[Any]) -> Any:
+    if isinstance(value, dict):
+        order = declared_order(doc, schemas)
+        rank = {name: i for i, name in enumerate(order)}
+        names = sorted(value, key=lambda n: (0, rank[n]) if n in rank else (1, 0))
+        return {n: _reorder(doc, value[n], _member_schemas(doc, schemas, n)) for n in names}
+    if isinstance(value, list):
+        return [_reorder(doc, v, _item_schemas(doc, schemas, i)) for i, v in enumerate(value)]
+    return value
+
+
+def declared_dumps(instance: Any, schema: Any, *, compact: bool = False) -> str:
+    """``json.dumps`` of ``instance`` with every object's members in the declared order.
+
+    Non-ASCII characters are written raw (UTF-8), as a model writes them; ``compact`` drops the
+    spaces after ``:`` and ``,``.
+    """
+    doc = _Document(schema)
+    separators = (",", ":") if compact else (", ", ": ")
+    return json.dumps(_reorder(doc, instance, [schema]), ensure_ascii=False, separators=separators)
