@@ -22,6 +22,7 @@ pub mod index;
 pub mod nfa;
 pub mod regex;
 pub mod slice;
+pub mod stop;
 pub mod trie;
 pub mod utf8;
 pub mod vocab;

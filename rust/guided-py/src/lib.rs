@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 mod dfa;
 mod errors;
 mod index;
+mod stop;
 mod vocab;
 
 /// The `guided._lib` module.
@@ -23,5 +24,6 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<index::PyTokenIndex>()?;
     m.add_class::<index::PyGuide>()?;
     m.add_function(wrap_pyfunction!(index::fill_next_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(stop::compile_stop_strings, m)?)?;
     Ok(())
 }
