@@ -43,7 +43,8 @@ def _prefix(
     when wider): (threshold, sentinel removed)."""
     # Mass strictly above each key: the exclusive running sum at the start of its tie group.
     exclusive = weights.cumsum(1) - weights
-    group_start = torch.searchsorted(-keys, -keys, side="left")
+    # (Rows the caller masks out may hold NaN, which searchsorted places past the end.)
+    group_start = torch.searchsorted(-keys, -keys, side="left").clamp(max=keys.shape[1] - 1)
     above = exclusive.gather(1, group_start)
     keep = (above < limit.unsqueeze(1)) | (group_start == 0)
     kept = keep[:, :size].sum(1).clamp(min=1)

@@ -310,7 +310,8 @@ class TopP(LogitTransform):
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
         p = per_row(self.p, logits, torch.float32)
         top = logits.amax(dim=1)
-        use = torch.isfinite(top) & (p < 1.0)
+        # "Off" is decided on the value given, before it is rounded to float32.
+        use = torch.isfinite(top) & (per_row(self.p, logits, torch.float64) < 1.0)
         if _windowed(logits):
             index = use.nonzero().squeeze(1)
             if index.numel() == 0:
@@ -350,7 +351,8 @@ class Typical(LogitTransform):
 
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
         mass = per_row(self.mass, logits, torch.float32)
-        use = torch.isfinite(logits.amax(dim=1)) & (mass < 1.0)
+        off = per_row(self.mass, logits, torch.float64) >= 1.0
+        use = torch.isfinite(logits.amax(dim=1)) & ~off
         windowed = _windowed(logits)
         if windowed:
             index = use.nonzero().squeeze(1)
@@ -437,7 +439,8 @@ class TopH(LogitTransform):
         # in it.
         selected = (cumulative <= tau).sum(dim=-1).clamp(min=1)
         threshold = top_logits.gather(1, (selected - 1).unsqueeze(1))
-        use = (torch.isfinite(top_logits[:, 0]) & (per_row(self.fraction, logits) > 0)).unsqueeze(1)
+        on = per_row(self.fraction, logits, torch.float64) > 0
+        use = (torch.isfinite(top_logits[:, 0]) & on).unsqueeze(1)
         return logits.masked_fill_(use & (logits < threshold), _NEG_INF)
 
 
