@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from guided.sampling import transforms as T
 from guided.sampling.state import DecodeState
 

@@ -27,6 +27,7 @@ __all__ = [
     "column",
     "floats",
     "ints",
+    "move",
     "per_row",
     "rows_of",
     "tensor_param",
@@ -151,3 +152,14 @@ def token_ids(ids: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, to
     logits)."""
     ids = rows_of(ids, logits.shape[0], logits.device)
     return ids, (ids >= 0) & (ids < logits.shape[1])
+
+
+def move(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``tensor`` on ``device``; from host to a CUDA device through pinned memory, without blocking
+    the host (a pageable copy would wait for the device's queue)."""
+    target = torch.device(device)
+    if tensor.device == target:
+        return tensor
+    if tensor.device.type == "cpu" and target.type == "cuda":
+        return tensor.pin_memory().to(target, non_blocking=True)
+    return tensor.to(target)

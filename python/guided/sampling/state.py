@@ -33,6 +33,8 @@ from collections.abc import Sequence
 
 import torch
 
+from guided.sampling._params import move
+
 __all__ = ["DecodeState"]
 
 
@@ -86,15 +88,15 @@ class DecodeState:
                 raise ValueError(f"{name} must have shape ({rows},), got {tuple(value.shape)}")
         device = tokens.device
         self.tokens = tokens
-        self.prompt_lengths = prompt_lengths.to(device=device, dtype=torch.long)
-        self.drawn = drawn.to(device=device, dtype=torch.long)
+        self.prompt_lengths = move(prompt_lengths.to(torch.long), device)
+        self.drawn = move(drawn.to(torch.long), device)
         self.prompt_width = prompt_width
         if limits is None:
             limits = self.prompt_lengths + (width - prompt_width)
-        self.limits = limits.to(device=device, dtype=torch.long)
+        self.limits = move(limits.to(torch.long), device)
         if active is None:
             active = torch.ones(rows, dtype=torch.bool, device=device)
-        self.active = active.to(device=device, dtype=torch.bool)
+        self.active = move(active.to(torch.bool), device)
         self._bound = width
 
     @classmethod
@@ -135,7 +137,7 @@ class DecodeState:
         drawn = torch.tensor([len(o) for o in outputs], dtype=torch.long)
         limits = prompt_lengths + drawn + torch.tensor(budgets, dtype=torch.long)
         state = cls(
-            host.to(device),
+            host if device is None else move(host, device),
             prompt_lengths,
             drawn,
             prompt_width=prompt_width,
@@ -227,6 +229,20 @@ class DecodeState:
             1, column, torch.where(take.unsqueeze(1), tokens.unsqueeze(1), current)
         )
         self.drawn += take.long()
+
+    def select(self, rows: torch.Tensor) -> DecodeState:
+        """A state holding only ``rows`` (a long index tensor), in that order; copies."""
+        rows = move(rows, self.device)
+        picked = DecodeState(
+            self.tokens.index_select(0, rows),
+            self.prompt_lengths.index_select(0, rows),
+            self.drawn.index_select(0, rows),
+            prompt_width=self.prompt_width,
+            limits=self.limits.index_select(0, rows),
+            active=self.active.index_select(0, rows),
+        )
+        picked._bound = self._bound
+        return picked
 
     def finish(self, finished: torch.Tensor) -> None:
         """Mark rows as done: they stop drawing (``commit`` skips them)."""

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from guided._lib import Vocabulary, compile_stop_strings
-from guided.sampling._params import IntParam, TokenIds, ints, rows_of, token_sets
+from guided.sampling._params import IntParam, TokenIds, ints, move, rows_of, token_sets
 from guided.sampling.state import DecodeState
 
 __all__ = [
@@ -137,7 +137,7 @@ class StopStrings(StoppingCriterion):
         """A copy whose tables live on ``device``."""
         moved = object.__new__(StopStrings)
         for name, value in vars(self).items():
-            setattr(moved, name, value.to(device) if isinstance(value, torch.Tensor) else value)
+            setattr(moved, name, move(value, device) if isinstance(value, torch.Tensor) else value)
         return moved
 
     def __call__(self, state: DecodeState, drawn: torch.Tensor) -> torch.Tensor:

@@ -55,6 +55,7 @@ from guided.sampling._params import (
     column,
     floats,
     ints,
+    move,
     per_row,
     tensor_param,
     token_ids,
@@ -169,7 +170,7 @@ class LogitTransform(abc.ABC):
         moved = copy.copy(self)
         for name, value in vars(self).items():
             if isinstance(value, torch.Tensor):
-                setattr(moved, name, value.to(device))
+                setattr(moved, name, move(value, device))
         return moved
 
     def __repr__(self) -> str:
