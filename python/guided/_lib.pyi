@@ -180,3 +180,18 @@ def schema_dfa(
     assert_formats: bool = True,
     max_states: int = 20000,
 ) -> DFA: ...
+def compile_stop_strings(
+    vocab: Vocabulary,
+    strings: Sequence[str | bytes],
+    *,
+    max_stop_bytes: int = 4096,
+    max_table_bytes: int = 268435456,
+) -> tuple[
+    npt.NDArray[np.int32],
+    npt.NDArray[np.int32],
+    npt.NDArray[np.bool_],
+    npt.NDArray[np.bool_],
+    npt.NDArray[np.int64],
+]:
+    """Where each token's bytes can sit inside each stop string: (slots, lengths, ends, inside,
+    offsets); see ``guided_core::stop``."""

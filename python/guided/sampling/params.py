@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,23 @@ class SamplingParams:
     guided_regex: str | None = None
     guided_json: Mapping[str, Any] | str | bool | None = None
     skip_special_tokens: bool = True
+    # Transformers' generation-config names for its other processors and warpers, applied by the
+    # Sampler as batched transforms (``guided.sampling.generation``). Defaults leave them off.
+    typical_p: float = 1.0
+    epsilon_cutoff: float = 0.0
+    eta_cutoff: float = 0.0
+    top_h: float | None = None
+    min_length: int = 0
+    no_repeat_ngram_size: int = 0
+    encoder_no_repeat_ngram_size: int = 0
+    encoder_repetition_penalty: float = 1.0
+    bad_words_ids: Sequence[Sequence[int]] | None = None
+    sequence_bias: Mapping[tuple[int, ...], float] | Sequence[Sequence[Any]] | None = None
+    suppress_tokens: Sequence[int] | None = None
+    begin_suppress_tokens: Sequence[int] | None = None
+    forced_bos_token_id: int | None = None
+    forced_eos_token_id: int | Sequence[int] | None = None
+    exponential_decay_length_penalty: tuple[int, float] | None = None
     #: Normalised ``stop``: always a tuple of non-empty strings.
     stop_strings: tuple[str, ...] = field(init=False, default=())
 
@@ -144,6 +161,86 @@ class SamplingParams:
             raise _fail("guided_json", "a JSON Schema (dict, bool or JSON text)", self.guided_json)
         if self.guided_regex is not None and self.guided_json is not None:
             raise ValueError("guided_regex and guided_json are exclusive: set at most one")
+        self._check_generation_config()
+
+    def _check_generation_config(self) -> None:
+        """Transformers' ranges; a setting at its default is off."""
+        set_ = object.__setattr__
+        for name, low, high, closed in (
+            ("typical_p", 0.0, 1.0, "(]"),
+            ("epsilon_cutoff", 0.0, 1.0, "[)"),
+            ("eta_cutoff", 0.0, 1.0, "[)"),
+        ):
+            value = _float(name, getattr(self, name))
+            above = value > low if closed[0] == "(" else value >= low
+            below = value <= high if closed[1] == "]" else value < high
+            if not (above and below):
+                raise _fail(name, f"in {closed[0]}{low}, {high}{closed[1]}", getattr(self, name))
+            set_(self, name, value)
+        if self.top_h is not None:
+            top_h = _float("top_h", self.top_h)
+            if not 0 < top_h <= 1:
+                raise _fail("top_h", "in (0, 1]", self.top_h)
+            set_(self, "top_h", top_h)
+        for name in ("min_length", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size"):
+            _int(name, getattr(self, name), minimum=0)
+        encoder = _float("encoder_repetition_penalty", self.encoder_repetition_penalty)
+        if encoder <= 0:
+            raise _fail("encoder_repetition_penalty", "> 0", self.encoder_repetition_penalty)
+        set_(self, "encoder_repetition_penalty", encoder)
+        if self.bad_words_ids is not None:
+            words = self.bad_words_ids
+            if isinstance(words, (str, bytes)) or not isinstance(words, Iterable):
+                raise _fail("bad_words_ids", "a list of token id lists", words)
+            checked = tuple(_token_ids("bad_words_ids", w) for w in words)
+            if not checked or not all(checked):
+                raise _fail("bad_words_ids", "a non-empty list of non-empty token id lists", words)
+            set_(self, "bad_words_ids", checked)
+        if self.sequence_bias is not None:
+            set_(self, "sequence_bias", self._check_sequence_bias())
+        for name in ("suppress_tokens", "begin_suppress_tokens"):
+            if getattr(self, name) is not None:
+                set_(self, name, _token_ids(name, getattr(self, name)))
+        if self.forced_bos_token_id is not None:
+            _int("forced_bos_token_id", self.forced_bos_token_id, minimum=0)
+        forced_eos = self.forced_eos_token_id
+        if forced_eos is not None:
+            ids = (forced_eos,) if isinstance(forced_eos, int) else forced_eos
+            checked_eos = _token_ids("forced_eos_token_id", ids)
+            if not checked_eos:
+                raise _fail("forced_eos_token_id", "a token id or a non-empty list", forced_eos)
+            set_(self, "forced_eos_token_id", checked_eos)
+        decay = self.exponential_decay_length_penalty
+        if decay is not None:
+            if not isinstance(decay, (tuple, list)) or len(decay) != 2:
+                raise _fail("exponential_decay_length_penalty", "a (start, factor) pair", decay)
+            start = _int("exponential_decay_length_penalty", decay[0], minimum=0)
+            factor = _float("exponential_decay_length_penalty", decay[1])
+            set_(self, "exponential_decay_length_penalty", (start, factor))
+
+    def _check_sequence_bias(self) -> tuple[tuple[tuple[int, ...], float], ...]:
+        bias = self.sequence_bias
+        if isinstance(bias, Mapping):
+            pairs: list[Any] = list(bias.items())
+        elif isinstance(bias, (str, bytes)) or not isinstance(bias, Iterable):
+            raise _fail(
+                "sequence_bias", "a dict of token id tuples to biases, or [ids, bias] pairs", bias
+            )
+        else:
+            pairs = list(bias)
+        checked: dict[tuple[int, ...], float] = {}
+        for pair in pairs:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise _fail("sequence_bias", "made of (token ids, bias) pairs", pair)
+            ids = _token_ids("sequence_bias", pair[0])
+            if not ids:
+                raise _fail("sequence_bias", "keyed by non-empty token id sequences", pair[0])
+            value = pair[1]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise _fail("sequence_bias", "valued by numbers (-inf bans a sequence)", value)
+            # As in Transformers, a sequence given twice keeps its last bias.
+            checked[ids] = float(value)
+        return tuple(checked.items())
 
     def _check_stop(self) -> tuple[str, ...]:
         if self.stop is None:

@@ -51,6 +51,12 @@ from guided.sampling.filters import (
     full_thresholds,
     resolve_windows,
 )
+from guided.sampling.generation import (
+    apply_processors,
+    apply_warpers,
+    uses_processors,
+    uses_warpers,
+)
 from guided.sampling.logprobs import LogprobEntry, token_logprobs
 from guided.sampling.params import SamplingParams
 from guided.sampling.penalties import PenaltyState
@@ -116,6 +122,9 @@ class _Plan:
     processed: list[int] = field(default_factory=list)
     penalized: list[int] = field(default_factory=list)
     guided: list[int] = field(default_factory=list)
+    #: Rows with Transformers' processor settings, and plain rows drawn after its warper chain.
+    extended: list[int] = field(default_factory=list)
+    warped: list[int] = field(default_factory=list)
 
 
 class Sampler:
@@ -257,11 +266,16 @@ class Sampler:
         windowed: list[int] = []
         all_settings: list[_Settings] = []
         processed: set[int] = set()
+        extended: set[int] = set()
+        warped: set[int] = set()
         for i, request in enumerate(requests):
             settings = self._settings_of(request, vocab, device)
             all_settings.append(settings)
+            if uses_processors(settings.params):
+                extended.add(i)
             has_processors = (
-                settings.allowed is not None
+                i in extended
+                or settings.allowed is not None
                 or settings.bias_ids is not None
                 or (
                     bool(settings.banned_early)
@@ -273,6 +287,11 @@ class Sampler:
             if settings.greedy:
                 untouched = not (has_processors or settings.penalized or request.guide is not None)
                 (direct if host_checks and untouched else greedy).append(i)
+                continue
+            if uses_warpers(settings.params):
+                # Transformers' whole warper chain runs on these rows, then a full-row draw.
+                warped.add(i)
+                plain.append(i)
                 continue
             uses_k = 0 < settings.top_k < vocab
             if not (uses_k or settings.top_p < 1.0 or settings.min_p > 0.0):
@@ -317,6 +336,10 @@ class Sampler:
                 plan.penalized.append(row)
             if requests[i].guide is not None:
                 plan.guided.append(row)
+            if i in extended:
+                plan.extended.append(row)
+            if i in warped:
+                plan.warped.append(row)
         if start is not None:
             plan.scaled.append((start, len(order)))
         return plan
@@ -458,6 +481,8 @@ class Sampler:
                 banned = [t for t in settings.banned_early if t < vocab]
                 if banned:
                     line.index_fill_(0, to_device(banned, torch.long, work.device), -math.inf)
+        if plan.extended:
+            apply_processors(work, plan.extended, [requests[plan.order[r]] for r in plan.extended])
         if plan.guided:
             self._apply_grammar(work, plan, requests, vocab)
 
@@ -550,6 +575,8 @@ class Sampler:
         for a, b in plan.scaled:
             temps = [plan.settings[row].temperature for row in range(a, b)]
             apply_temperature(work[a:b], to_device(temps, torch.float32, device))
+        if plan.warped:
+            apply_warpers(work, plan.warped, [plan.settings[row].params for row in plan.warped])
         start = plan.greedy
         full = plan.plain + plan.thresholded
         if full:

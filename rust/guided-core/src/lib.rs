@@ -23,6 +23,7 @@ pub mod json_schema;
 pub mod nfa;
 pub mod regex;
 pub mod slice;
+pub mod stop;
 pub mod trie;
 pub mod utf8;
 pub mod vocab;

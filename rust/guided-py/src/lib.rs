@@ -12,6 +12,7 @@ mod dfa;
 mod errors;
 mod index;
 mod json_schema;
+mod stop;
 mod vocab;
 
 /// The `guided._lib` module.
@@ -26,5 +27,6 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(index::fill_next_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(json_schema::json_schema_to_regex, m)?)?;
     m.add_function(wrap_pyfunction!(json_schema::schema_dfa, m)?)?;
+    m.add_function(wrap_pyfunction!(stop::compile_stop_strings, m)?)?;
     Ok(())
 }
