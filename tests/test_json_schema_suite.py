@@ -4,8 +4,14 @@ For every case whose schema compiles, every valid instance must be accepted and 
 rejected (see ``schema_harness``: some member order, three serializations). A schema that does not
 compile must say so with ``UnsupportedSchemaError`` or ``SizeLimitError``; anything else fails.
 Each file gets a row in the printed table: groups compiled, valid accepted, invalid rejected,
-groups refused. ``format.json`` follows the suite's own reading (format is an annotation);
-``optional/format/*`` asserts formats.
+groups refused. ``format.json`` follows the suite's own reading (format is an annotation).
+
+``optional/format/*`` asserts formats, and there a second oracle applies: guided's formats are
+meant to be as strict as the ``jsonschema`` package's format checker (which labelled the
+JSONSchemaBench corpus), and on some instances the suite and that checker disagree (leap seconds,
+RFC 3339 durations, e-mail and IDNA rules, a trailing newline). Where both oracles agree the
+compiled schema must agree with them; where they disagree either verdict is accepted and counted
+in the "disputed" column (see the format notes in ``guided-core``'s ``json_schema::formats``).
 """
 
 from __future__ import annotations
@@ -16,17 +22,37 @@ from typing import Any
 
 import pytest
 
+from jsonschema import Draft202012Validator
+
 import guided
 from conftest import shared_path
 from schema_harness import Matcher, outcome
 
-#: Larger than the defaults: the suite's instances are small but nest free values deeply.
-OPTIONS: dict[str, Any] = {"max_free_depth": 4, "max_recursion_depth": 4, "max_states": 100_000}
+#: Instances whose suite label follows a spelling the output policy does not admit, with why.
+POLICY = {
+    ("float-overflow.json", "valid if optional overflow handling is implemented"): (
+        "integers are written without an exponent, and json.dumps(1e308) is '1e+308'"
+    ),
+}
+
+#: One more level of free nesting than the default (some valid instances nest free values three
+#: deep), and room for the unminimized automata of untyped schemas.
+OPTIONS: dict[str, Any] = {"max_states": 100_000, "max_free_depth": 3}
 
 
-def run_file(path: Path, *, assert_formats: bool) -> tuple[dict[str, int], list[str]]:
+def run_file(path: Path, *, assert_formats: bool, second_oracle: bool = False) -> tuple[dict[str, int], list[str]]:
     """Runs every group in one suite file; returns the counts and the failures."""
-    counts = {"groups": 0, "compiled": 0, "refused": 0, "valid": 0, "valid_ok": 0, "invalid": 0, "invalid_ok": 0}
+    counts = {
+        "groups": 0,
+        "compiled": 0,
+        "refused": 0,
+        "valid": 0,
+        "valid_ok": 0,
+        "invalid": 0,
+        "invalid_ok": 0,
+        "disputed": 0,
+        "policy": 0,
+    }
     failures: list[str] = []
     for group in json.loads(path.read_text()):
         counts["groups"] += 1
@@ -41,8 +67,16 @@ def run_file(path: Path, *, assert_formats: bool) -> tuple[dict[str, int], list[
             continue
         counts["compiled"] += 1
         matcher = Matcher.of(dfa)
+        checker = Draft202012Validator(group["schema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
         for t in tests:
             valid = bool(t["valid"])
+            if (path.name, t["description"]) in POLICY:
+                counts["policy"] += 1
+                continue
+            if second_oracle and checker.is_valid(t["data"]) != valid:
+                # The oracles disagree: either verdict is accepted, but it must be one of them.
+                counts["disputed"] += 1
+                continue
             counts["valid" if valid else "invalid"] += 1
             problem = outcome(matcher, t["data"], valid)
             if problem is None:
@@ -53,7 +87,10 @@ def run_file(path: Path, *, assert_formats: bool) -> tuple[dict[str, int], list[
 
 
 def table(rows: list[tuple[str, dict[str, int]]]) -> str:
-    head = f"{'file':<36} {'groups':>6} {'compiled':>8} {'refused':>7} {'valid ok':>10} {'invalid ok':>11}"
+    head = (
+        f"{'file':<36} {'groups':>6} {'compiled':>8} {'refused':>7} {'valid ok':>10} {'invalid ok':>11}"
+        f" {'disputed':>8} {'policy':>6}"
+    )
     lines = [head, "-" * len(head)]
     total = dict.fromkeys(rows[0][1], 0) if rows else {}
     for name, c in rows:
@@ -62,11 +99,13 @@ def table(rows: list[tuple[str, dict[str, int]]]) -> str:
         lines.append(
             f"{name:<36} {c['groups']:>6} {c['compiled']:>8} {c['refused']:>7} "
             f"{c['valid_ok']:>4}/{c['valid']:<5} {c['invalid_ok']:>4}/{c['invalid']:<6}"
+            f" {c['disputed']:>8} {c['policy']:>6}"
         )
     if rows:
         lines.append(
             f"{'total':<36} {total['groups']:>6} {total['compiled']:>8} {total['refused']:>7} "
             f"{total['valid_ok']:>4}/{total['valid']:<5} {total['invalid_ok']:>4}/{total['invalid']:<6}"
+            f" {total['disputed']:>8} {total['policy']:>6}"
         )
     return "\n".join(lines)
 
@@ -75,7 +114,11 @@ def run_dir(files: list[Path], formats_everywhere: bool) -> None:
     rows = []
     failures: list[str] = []
     for f in files:
-        counts, fails = run_file(f, assert_formats=formats_everywhere or f.name != "format.json")
+        counts, fails = run_file(
+            f,
+            assert_formats=formats_everywhere or f.name != "format.json",
+            second_oracle=f.parent.name == "format",
+        )
         rows.append((str(f.relative_to(f.parents[1] if f.parent.name == "format" else f.parent)), counts))
         failures.extend(fails)
     print("\n" + table(rows))

@@ -677,20 +677,24 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// The declared order of an object here (see `layout`).
-    pub(crate) fn names(
-        &self,
-        roots: &[SchemaRef<'a>],
-        flat: &Flat<'a>,
-        ctx: &Ctx<'a>,
-    ) -> Vec<Rc<str>> {
+    /// The declared order of an object here (see `layout`): the layout's names, then any name a
+    /// merged schema declares that the walk did not reach (a `$dynamicRef` can land on a schema
+    /// the static walk does not see), so that no declared name is ever taken for an extra.
+    pub(crate) fn names(&self, roots: &[SchemaRef<'a>], flat: &Flat<'a>, ctx: &Ctx<'a>) -> Vec<Rc<str>> {
         let mut names = match &ctx.strict {
             Some(loc) => loc.names(&self.doc).to_vec(),
             None => declared_names(&self.doc, roots, &|s| flat.seen.contains(&s.ptr)),
         };
-        for n in flat.required.iter().chain(&flat.forbidden) {
-            if !names.contains(n) {
-                names.push(n.clone());
+        let mut seen: std::collections::HashSet<Rc<str>> = names.iter().cloned().collect();
+        let mut extra = Vec::new();
+        for s in &flat.schemas {
+            super::layout::own_names(s, &mut extra);
+        }
+        extra.extend(flat.required.iter().cloned());
+        extra.extend(flat.forbidden.iter().cloned());
+        for n in extra {
+            if seen.insert(n.clone()) {
+                names.push(n);
             }
         }
         names

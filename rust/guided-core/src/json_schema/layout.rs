@@ -73,6 +73,12 @@ fn in_place<'a>(doc: &Document<'a>, s: &SchemaRef<'a>, mut f: impl FnMut(SchemaR
                 if let Some(t) = v.as_str().and_then(|r| doc.resolve(s, r).ok()) {
                     f(t);
                 }
+                // A dynamic reference may land on any schema with the anchor it names.
+                if k == "$dynamicRef" {
+                    for t in v.as_str().map(|r| doc.dynamic_candidates(s, r)).unwrap_or_default() {
+                        f(t);
+                    }
+                }
             }
             _ if IN_PLACE_SINGLE.contains(&k) => f(s.child(v, &[k])),
             _ if IN_PLACE_ARRAYS.contains(&k) => {
@@ -93,7 +99,7 @@ fn in_place<'a>(doc: &Document<'a>, s: &SchemaRef<'a>, mut f: impl FnMut(SchemaR
 }
 
 /// Names a schema object declares by itself (not through subschemas), in key order.
-fn own_names(s: &SchemaRef<'_>, out: &mut Vec<Rc<str>>) {
+pub(crate) fn own_names(s: &SchemaRef<'_>, out: &mut Vec<Rc<str>>) {
     let Some(obj) = s.value.as_object() else {
         return;
     };
