@@ -16,35 +16,60 @@ rounding of running sums that land exactly on the boundary.)
 
 Two ways to find the threshold, with the same answer:
 
-* **sorted**: sort each row's keys, carry the weights along, take the running sum at the start of
-  each tie group. No host sync and no data-dependent shape, so it runs under ``torch.compile``, in
-  a CUDA graph, and on any device where sorting a row is cheap;
-* **windows** (CPU, eager): the survivors are usually a short prefix of the sorted row, so look at
-  the ``W`` largest keys plus the next one (the sentinel), from ``filters.top_scores``. If the rule
-  removes the sentinel, every key outside the window is removed too and the window holds the answer;
-  otherwise the window grows eightfold, up to the whole row. The host reads back which rows were
-  resolved, which on a CPU costs nothing, and a typical row is resolved in one round of a
-  ``topk``-sized selection instead of a 128k-element sort.
+* **sorted** (:func:`sorted_thresholds`): sort each row's keys, carry the weights along, take the
+  running sum at the start of each tie group. No host sync and no data-dependent shape, so it runs
+  under ``torch.compile``, in a CUDA graph, and on any device where sorting a row is cheap;
+* **windows** (:func:`windows`, CPU, eager): the survivors are usually a short prefix of the sorted
+  row, so look at the ``W`` largest keys plus the next one (the sentinel), from
+  ``filters.top_scores``. If the rule removes the sentinel, every key outside the window is removed
+  too and the window holds every survivor; otherwise the window grows eightfold, up to the whole
+  row. The host reads back which rows were resolved, which on a CPU costs nothing, and a typical row
+  is resolved in one round of a ``topk``-sized selection instead of a 128k-element sort. Each round
+  reports its rows' window ids and survivor counts, so a caller can rebuild a row from its
+  survivors instead of comparing every score with the threshold.
+
+Weights are asked for only where they are needed (``weights_at(ids)``): the window's tokens, or the
+sorted row.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from guided.sampling.filters import FIRST_WINDOW, WINDOW_GROWTH, top_scores
 
-__all__ = ["mass_threshold"]
+__all__ = ["Window", "sorted_thresholds", "windows"]
+
+#: ``weights_at(rows, ids)``: the weights of tokens ``ids`` (``[len(rows), W]``) of rows ``rows``
+#: (``None``: every row, in order).
+WeightsAt = Callable[[torch.Tensor | None, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class Window:
+    """Rows resolved by one round: ``rows`` index the caller's rows; for row ``rows[j]`` the
+    survivors are ``ids[j, :kept[j]]``, and ``threshold[j]`` is the smallest surviving key."""
+
+    rows: torch.Tensor
+    ids: torch.Tensor
+    kept: torch.Tensor
+    threshold: torch.Tensor
 
 
 def _prefix(
     keys: torch.Tensor, weights: torch.Tensor, limit: torch.Tensor, size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The rule over keys sorted in descending order (``[rows, size]``, plus a sentinel column
-    when wider): (threshold, sentinel removed)."""
+    when wider): (survivor count, threshold, sentinel removed)."""
     # Mass strictly above each key: the exclusive running sum at the start of its tie group.
     exclusive = weights.cumsum(1) - weights
-    # (Rows the caller masks out may hold NaN, which searchsorted places past the end.)
-    group_start = torch.searchsorted(-keys, -keys, side="left").clamp(max=keys.shape[1] - 1)
+    column = torch.arange(keys.shape[1], device=keys.device)
+    starts = torch.ones_like(keys, dtype=torch.bool)
+    starts[:, 1:] = keys[:, 1:] != keys[:, :-1]
+    group_start = torch.where(starts, column, 0).cummax(dim=1).values
     above = exclusive.gather(1, group_start)
     keep = (above < limit.unsqueeze(1)) | (group_start == 0)
     kept = keep[:, :size].sum(1).clamp(min=1)
@@ -53,46 +78,41 @@ def _prefix(
         removed = ~keep[:, size]
     else:
         removed = torch.ones_like(kept, dtype=torch.bool)
-    return threshold, removed
+    return kept, threshold, removed
 
 
-def _sorted(keys: torch.Tensor, weights: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
+def sorted_thresholds(
+    keys: torch.Tensor, weights_at: WeightsAt, limit: torch.Tensor
+) -> torch.Tensor:
+    """Per row, the smallest surviving key, from a full sort (no host sync)."""
     values, order = torch.sort(keys, dim=1, descending=True)
-    threshold, _ = _prefix(values, weights.gather(1, order), limit, keys.shape[1])
+    _, threshold, _ = _prefix(values, weights_at(None, order), limit, keys.shape[1])
     return threshold
 
 
-def _windows(keys: torch.Tensor, weights: torch.Tensor, limit: torch.Tensor) -> torch.Tensor:
-    rows, vocab = keys.shape
-    threshold = torch.empty(rows, dtype=keys.dtype, device=keys.device)
-    pending = torch.arange(rows, device=keys.device)
+def windows(keys: torch.Tensor, weights_at: WeightsAt, limit: torch.Tensor) -> list[Window]:
+    """The survivors of every row, from growing windows of its largest keys (CPU, eager).
+
+    ``keys`` is ``[rows, V]``; ``weights_at(rows, ids)`` returns the weights of tokens ``ids`` of
+    rows ``rows`` (both index the caller's rows); ``limit`` is ``[rows]``.
+    """
+    count, vocab = keys.shape
+    pending = torch.arange(count, device=keys.device)
     size = FIRST_WINDOW
+    found: list[Window] = []
     while pending.numel():
         size = min(size, vocab)
-        sub_keys = keys.index_select(0, pending)
-        wide = size + 1 if size < vocab else size
-        values, ids = top_scores(sub_keys, wide)
-        sub_weights = weights.index_select(0, pending).gather(1, ids)
-        found, resolved = _prefix(values, sub_weights, limit.index_select(0, pending), size)
-        threshold[pending[resolved]] = found[resolved]
+        everything = pending.numel() == count
+        sub = keys if everything else keys.index_select(0, pending)
+        values, ids = top_scores(sub, size + 1 if size < vocab else size)
+        kept, threshold, resolved = _prefix(
+            values,
+            weights_at(None if everything else pending, ids),
+            limit.index_select(0, pending),
+            size,
+        )
+        done = resolved.nonzero().squeeze(1)
+        found.append(Window(pending[done], ids[done, :size], kept[done], threshold[done]))
         pending = pending[~resolved]
         size *= WINDOW_GROWTH
-    return threshold
-
-
-def mass_threshold(
-    keys: torch.Tensor, weights: torch.Tensor, limit: torch.Tensor, *, windows: bool | None = None
-) -> torch.Tensor:
-    """Per row, the smallest key that survives (see the module notes).
-
-    ``keys`` and ``weights`` are ``[rows, V]`` (weights non-negative, finite); ``limit`` is
-    ``[rows]``. ``windows`` picks the strategy; by default windows on the CPU outside of
-    ``torch.compile``, the sort elsewhere. Both return the same thresholds.
-    """
-    if windows is None:
-        windows = keys.device.type == "cpu" and not torch.compiler.is_compiling()
-    if keys.shape[1] == 0 or keys.shape[0] == 0:
-        return torch.full(keys.shape[:1], float("inf"), dtype=keys.dtype, device=keys.device)
-    if windows:
-        return _windows(keys, weights, limit)
-    return _sorted(keys, weights, limit)
+    return found

@@ -62,7 +62,7 @@ from guided.sampling._params import (
     token_sets,
 )
 from guided.sampling.filters import top_scores
-from guided.sampling.mass import mass_threshold
+from guided.sampling.mass import Window, sorted_thresholds, windows
 from guided.sampling.state import DecodeState
 
 __all__ = [
@@ -139,6 +139,23 @@ def _ban(logits: torch.Tensor, ids: torch.Tensor, banned: torch.Tensor) -> None:
     )
 
 
+def _keep_survivors(logits: torch.Tensor, index: torch.Tensor, found: list[Window]) -> None:
+    """Rows ``index[w.rows]`` keep only their window survivors (``-inf`` elsewhere): one write of
+    each row and a scatter of a few values, instead of comparing every score with a threshold.
+    ``logits`` must be contiguous."""
+    vocab = logits.shape[1]
+    flat = logits.view(-1)
+    for window in found:
+        if window.rows.numel() == 0:
+            continue
+        rows = index.index_select(0, window.rows)
+        inside = torch.arange(window.ids.shape[1], device=logits.device) < window.kept.unsqueeze(1)
+        positions = (rows.unsqueeze(1) * vocab + window.ids)[inside]
+        values = flat[positions]
+        logits.index_fill_(0, rows, _NEG_INF)
+        flat[positions] = values
+
+
 def _gather(logits: torch.Tensor, ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return logits.gather(1, torch.where(valid, ids, 0))
 
@@ -159,7 +176,7 @@ class LogitTransform(abc.ABC):
 
     def __call__(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
         _check_batch(state, logits)
-        return self.apply_(state, logits.clone())
+        return self.apply_(state, logits.clone(memory_format=torch.contiguous_format))
 
     @abc.abstractmethod
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
@@ -290,12 +307,28 @@ class TopK(LogitTransform):
         vocab = logits.shape[1]
         k = per_row(self.k, logits, torch.long).clamp(max=vocab)
         count = min(self.max_k, vocab)
-        if _windowed(logits):
-            values = top_scores(logits.contiguous(), count)[0]
-        else:
-            values = torch.topk(logits, count, dim=1).values
-        kth = values.gather(1, (k - 1).clamp(min=0).unsqueeze(1))
-        return logits.masked_fill_((logits < kth) & (k > 0).unsqueeze(1), _NEG_INF)
+        use = (k > 0) & (k < vocab)
+        if not _windowed(logits):
+            kth = torch.topk(logits, count, dim=1).values.gather(
+                1, (k - 1).clamp(min=0).unsqueeze(1)
+            )
+            return logits.masked_fill_((logits < kth) & use.unsqueeze(1), _NEG_INF)
+        # One more score than any row keeps: where it is below the k-th, nothing outside the
+        # selection ties with it, and the row is rebuilt from its k survivors.
+        values, ids = top_scores(logits.contiguous(), min(count + 1, vocab))
+        kth = values.gather(1, (k - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        after = values.gather(1, k.clamp(max=values.shape[1] - 1).unsqueeze(1)).squeeze(1)
+        fast = use & (after < kth) & logits.is_contiguous()
+        rows = fast.nonzero().squeeze(1)
+        if rows.numel():
+            picked = [Window(rows, ids[rows], k[rows], kth[rows])]
+            _keep_survivors(logits, torch.arange(logits.shape[0], device=logits.device), picked)
+        slow = (use & ~fast).nonzero().squeeze(1)
+        if slow.numel():
+            sub = logits.index_select(0, slow)
+            cut = kth.index_select(0, slow).unsqueeze(1)
+            logits.index_copy_(0, slow, sub.masked_fill_(sub < cut, _NEG_INF))
+        return logits
 
 
 class TopP(LogitTransform):
@@ -313,20 +346,32 @@ class TopP(LogitTransform):
         top = logits.amax(dim=1)
         # "Off" is decided on the value given, before it is rounded to float32.
         use = torch.isfinite(top) & (per_row(self.p, logits, torch.float64) < 1.0)
-        if _windowed(logits):
-            index = use.nonzero().squeeze(1)
-            if index.numel() == 0:
-                return logits
-            sub = logits.index_select(0, index)
-            weights = torch.exp(sub.float() - top.index_select(0, index).float().unsqueeze(1))
-            limit = p.index_select(0, index) * weights.sum(dim=1)
-            threshold = mass_threshold(sub, weights, limit, windows=True)
-            logits.index_copy_(0, index, sub.masked_fill_(sub < threshold.unsqueeze(1), _NEG_INF))
+        if not _windowed(logits) or not logits.is_contiguous():
+            safe_top = torch.where(use, top, 0.0).float().unsqueeze(1)
+            weights = torch.exp(logits.float() - safe_top).masked_fill_(~use.unsqueeze(1), 0.0)
+
+            def weights_at(rows: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
+                return weights.gather(1, ids)
+
+            threshold = sorted_thresholds(logits, weights_at, p * weights.sum(dim=1))
+            return logits.masked_fill_(
+                use.unsqueeze(1) & (logits < threshold.unsqueeze(1)), _NEG_INF
+            )
+        index = use.nonzero().squeeze(1)
+        if index.numel() == 0:
             return logits
-        safe_top = torch.where(use, top, 0.0).float().unsqueeze(1)
-        weights = torch.where(use.unsqueeze(1), torch.exp(logits.float() - safe_top), 0.0)
-        threshold = mass_threshold(logits, weights, p * weights.sum(dim=1), windows=False)
-        return logits.masked_fill_(use.unsqueeze(1) & (logits < threshold.unsqueeze(1)), _NEG_INF)
+        sub = logits if index.numel() == logits.shape[0] else logits.index_select(0, index)
+        sub_top = top.index_select(0, index).float().unsqueeze(1)
+        total = (sub.float() - sub_top).exp_().sum(dim=1)
+
+        def window_weights(rows: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
+            if rows is None:
+                return torch.exp(sub.gather(1, ids).float() - sub_top)
+            return torch.exp(sub.index_select(0, rows).gather(1, ids).float() - sub_top[rows])
+
+        found = windows(sub, window_weights, p.index_select(0, index) * total)
+        _keep_survivors(logits, index, found)
+        return logits
 
 
 class MinP(LogitTransform):
@@ -354,25 +399,31 @@ class Typical(LogitTransform):
         mass = per_row(self.mass, logits, torch.float32)
         off = per_row(self.mass, logits, torch.float64) >= 1.0
         use = torch.isfinite(logits.amax(dim=1)) & ~off
-        windowed = _windowed(logits)
+        windowed = _windowed(logits) and logits.is_contiguous()
         if windowed:
             index = use.nonzero().squeeze(1)
             if index.numel() == 0:
                 return logits
-            rows, mass = logits.index_select(0, index), mass.index_select(0, index)
+            everything = index.numel() == logits.shape[0]
+            rows = logits if everything else logits.index_select(0, index)
+            mass = mass.index_select(0, index)
         else:
             rows = logits
+        # Transformers' arithmetic, op for op, so that keys tie exactly where its keys tie.
         normalized = torch.log_softmax(rows, dim=-1)
         p = torch.exp(normalized)
         entropy = -(normalized * p).nansum(-1, keepdim=True)
-        key = -torch.abs((-normalized) - entropy)
-        weights = p.float()
-        threshold = mass_threshold(key, weights, mass * weights.sum(dim=1), windows=windowed)
-        removed = key < threshold.unsqueeze(1)
+        key = normalized.neg_().sub_(entropy).abs_().neg_()
+        total = p.float().sum(dim=1)
+
+        def weights_at(at: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
+            return (p if at is None else p.index_select(0, at)).gather(1, ids).float()
+
         if windowed:
-            logits.index_copy_(0, index, rows.masked_fill_(removed, _NEG_INF))
+            _keep_survivors(logits, index, windows(key, weights_at, mass * total))
             return logits
-        return logits.masked_fill_(use.unsqueeze(1) & removed, _NEG_INF)
+        threshold = sorted_thresholds(key, weights_at, mass * total)
+        return logits.masked_fill_(use.unsqueeze(1) & (key < threshold.unsqueeze(1)), _NEG_INF)
 
 
 class EpsilonCutoff(LogitTransform):
