@@ -55,7 +55,9 @@ class Matcher:
                 out.add(s)
         return frozenset(out)
 
-    def emit(self, value: Any, states: frozenset[int], style: tuple[str, str, bool]) -> frozenset[int]:
+    def emit(
+        self, value: Any, states: frozenset[int], style: tuple[str, str, bool]
+    ) -> frozenset[int]:
         """States reachable after writing ``value`` (members in any order) from ``states``."""
         if not states:
             return states
@@ -69,7 +71,9 @@ class Matcher:
             if len(keys) > MAX_PERMUTED_MEMBERS:
                 cur = states
                 for i, k in enumerate(keys):
-                    head = (item_sep if i else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
+                    head = (
+                        (item_sep if i else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
+                    )
                     cur = self.emit(value[k], self.feed(cur, head.encode()), style)
                 return self.feed(cur, b"}")
             for _ in keys:
@@ -78,7 +82,11 @@ class Matcher:
                     for k in keys:
                         if k in used:
                             continue
-                        head = (item_sep if used else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
+                        head = (
+                            (item_sep if used else "")
+                            + json.dumps(k, ensure_ascii=ascii_only)
+                            + key_sep
+                        )
                         after = self.emit(value[k], self.feed(sts, head.encode()), style)
                         if after:
                             key = used | {k}
@@ -107,5 +115,6 @@ def outcome(matcher: Matcher, value: Any, valid: bool) -> str | None:
     for style in STYLES:
         got = matcher.accepts(value, style)
         if got != valid:
-            return f"{'valid instance rejected' if valid else 'invalid instance accepted'} in style {style}"
+            wrong = "valid instance rejected" if valid else "invalid instance accepted"
+            return f"{wrong} in style {style}"
     return None

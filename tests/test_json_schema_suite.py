@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from jsonschema import Draft202012Validator
+from schema_harness import Matcher, outcome
 
 import guided
 from conftest import shared_path
-from schema_harness import Matcher, outcome
 
 #: Instances whose suite label follows a spelling the output policy does not admit, with why.
 POLICY = {
@@ -40,7 +39,9 @@ POLICY = {
 OPTIONS: dict[str, Any] = {"max_states": 100_000, "max_free_depth": 3}
 
 
-def run_file(path: Path, *, assert_formats: bool, second_oracle: bool = False) -> tuple[dict[str, int], list[str]]:
+def run_file(
+    path: Path, *, assert_formats: bool, second_oracle: bool = False
+) -> tuple[dict[str, int], list[str]]:
     """Runs every group in one suite file; returns the counts and the failures."""
     counts = {
         "groups": 0,
@@ -58,16 +59,20 @@ def run_file(path: Path, *, assert_formats: bool, second_oracle: bool = False) -
         counts["groups"] += 1
         tests = group["tests"]
         try:
-            dfa = guided._lib.schema_dfa(json.dumps(group["schema"]), assert_formats=assert_formats, **OPTIONS)
+            dfa = guided._lib.schema_dfa(
+                json.dumps(group["schema"]), assert_formats=assert_formats, **OPTIONS
+            )
         except (guided.UnsupportedSchemaError, guided.SizeLimitError):
             counts["refused"] += 1
             continue
-        except Exception as exc:  # noqa: BLE001 - any other error is a failure to report
+        except Exception as exc:
             failures.append(f"{path.name}: {group['description']}: {type(exc).__name__}: {exc}")
             continue
         counts["compiled"] += 1
         matcher = Matcher.of(dfa)
-        checker = Draft202012Validator(group["schema"], format_checker=Draft202012Validator.FORMAT_CHECKER)
+        checker = Draft202012Validator(
+            group["schema"], format_checker=Draft202012Validator.FORMAT_CHECKER
+        )
         for t in tests:
             valid = bool(t["valid"])
             if (path.name, t["description"]) in POLICY:
@@ -82,13 +87,16 @@ def run_file(path: Path, *, assert_formats: bool, second_oracle: bool = False) -
             if problem is None:
                 counts["valid_ok" if valid else "invalid_ok"] += 1
             else:
-                failures.append(f"{path.name}: {group['description']} / {t['description']}: {problem}")
+                failures.append(
+                    f"{path.name}: {group['description']} / {t['description']}: {problem}"
+                )
     return counts, failures
 
 
 def table(rows: list[tuple[str, dict[str, int]]]) -> str:
     head = (
-        f"{'file':<36} {'groups':>6} {'compiled':>8} {'refused':>7} {'valid ok':>10} {'invalid ok':>11}"
+        f"{'file':<36} {'groups':>6} {'compiled':>8} {'refused':>7} "
+        f"{'valid ok':>10} {'invalid ok':>11}"
         f" {'disputed':>8} {'policy':>6}"
     )
     lines = [head, "-" * len(head)]
@@ -104,7 +112,8 @@ def table(rows: list[tuple[str, dict[str, int]]]) -> str:
     if rows:
         lines.append(
             f"{'total':<36} {total['groups']:>6} {total['compiled']:>8} {total['refused']:>7} "
-            f"{total['valid_ok']:>4}/{total['valid']:<5} {total['invalid_ok']:>4}/{total['invalid']:<6}"
+            f"{total['valid_ok']:>4}/{total['valid']:<5} "
+            f"{total['invalid_ok']:>4}/{total['invalid']:<6}"
             f" {total['disputed']:>8} {total['policy']:>6}"
         )
     return "\n".join(lines)
@@ -119,7 +128,9 @@ def run_dir(files: list[Path], formats_everywhere: bool) -> None:
             assert_formats=formats_everywhere or f.name != "format.json",
             second_oracle=f.parent.name == "format",
         )
-        rows.append((str(f.relative_to(f.parents[1] if f.parent.name == "format" else f.parent)), counts))
+        rows.append(
+            (str(f.relative_to(f.parents[1] if f.parent.name == "format" else f.parent)), counts)
+        )
         failures.extend(fails)
     print("\n" + table(rows))
     assert not failures, f"{len(failures)} mismatches:\n" + "\n".join(failures[:60])
@@ -132,10 +143,15 @@ def test_core_suite() -> None:
 
 def test_optional_suite() -> None:
     root = shared_path("corpus", "jsts", "optional")
-    run_dir(sorted(root.glob("*.json")) + sorted((root / "format").glob("*.json")), formats_everywhere=True)
+    run_dir(
+        sorted(root.glob("*.json")) + sorted((root / "format").glob("*.json")),
+        formats_everywhere=True,
+    )
 
 
-@pytest.mark.parametrize("name", ["ref.json", "anyOf.json", "oneOf.json", "not.json", "if-then-else.json"])
+@pytest.mark.parametrize(
+    "name", ["ref.json", "anyOf.json", "oneOf.json", "not.json", "if-then-else.json"]
+)
 def test_key_files_mostly_compile(name: str) -> None:
     """Refusing is allowed, but not as a way out: these files are mostly within reach."""
     counts, _ = run_file(shared_path("corpus", "jsts", name), assert_formats=True)

@@ -158,7 +158,6 @@ def fill_next_token_bitmask(
     *,
     threads: int | None = None,
 ) -> None: ...
-
 def json_schema_to_regex(
     schema: str,
     *,

@@ -56,6 +56,7 @@ pub(crate) fn options(
 /// Compiles a schema (JSON text) to a pattern; returns it with the warnings of non-strict mode.
 #[pyfunction]
 #[pyo3(signature = (schema, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 2, strict = true, coerce_one_of = false, assert_formats = true))]
+#[allow(clippy::too_many_arguments)]
 pub fn json_schema_to_regex(
     py: Python<'_>,
     schema: String,

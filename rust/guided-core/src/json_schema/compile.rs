@@ -123,7 +123,6 @@ pub(crate) enum BranchKind {
 #[derive(Clone, Debug)]
 pub(crate) struct Branching<'a> {
     pub(crate) kind: BranchKind,
-    pub(crate) keyword: &'static str,
     pub(crate) owner: Rc<str>,
     pub(crate) alts: Vec<Vec<Part<'a>>>,
 }
@@ -471,7 +470,6 @@ impl<'a> Compiler<'a> {
                         .collect();
                     brs.push(Branching {
                         kind,
-                        keyword: if key == "anyOf" { "anyOf" } else { "oneOf" },
                         owner: s.ptr.clone(),
                         alts,
                     });
@@ -491,7 +489,6 @@ impl<'a> Compiler<'a> {
                     no.extend(els.map(Part::Schema));
                     brs.push(Branching {
                         kind: BranchKind::Disjoint,
-                        keyword: "if",
                         owner: s.ptr.clone(),
                         alts: vec![yes, no],
                     });
@@ -559,13 +556,6 @@ impl<'a> Compiler<'a> {
                 }
                 brs.push(Branching {
                     kind: BranchKind::Disjoint,
-                    keyword: if key == "dependentRequired" {
-                        "dependentRequired"
-                    } else if key == "dependentSchemas" {
-                        "dependentSchemas"
-                    } else {
-                        "dependencies"
-                    },
                     owner: s.ptr.clone(),
                     alts: vec![vec![Part::Forbid(trigger)], present],
                 });
@@ -680,7 +670,12 @@ impl<'a> Compiler<'a> {
     /// The declared order of an object here (see `layout`): the layout's names, then any name a
     /// merged schema declares that the walk did not reach (a `$dynamicRef` can land on a schema
     /// the static walk does not see), so that no declared name is ever taken for an extra.
-    pub(crate) fn names(&self, roots: &[SchemaRef<'a>], flat: &Flat<'a>, ctx: &Ctx<'a>) -> Vec<Rc<str>> {
+    pub(crate) fn names(
+        &self,
+        roots: &[SchemaRef<'a>],
+        flat: &Flat<'a>,
+        ctx: &Ctx<'a>,
+    ) -> Vec<Rc<str>> {
         let mut names = match &ctx.strict {
             Some(loc) => loc.names(&self.doc).to_vec(),
             None => declared_names(&self.doc, roots, &|s| flat.seen.contains(&s.ptr)),

@@ -139,17 +139,6 @@ impl Decimal {
         }
     }
 
-    /// The negated value.
-    pub(crate) fn negated(&self) -> Decimal {
-        if self.is_zero() {
-            return self.clone();
-        }
-        Decimal {
-            neg: !self.neg,
-            ..self.clone()
-        }
-    }
-
     /// `k` with `10^k <= |self| < 10^(k+1)`; meaningless for zero.
     pub(crate) fn magnitude(&self) -> i64 {
         self.exp + self.digits.len() as i64 - 1

@@ -75,7 +75,11 @@ fn in_place<'a>(doc: &Document<'a>, s: &SchemaRef<'a>, mut f: impl FnMut(SchemaR
                 }
                 // A dynamic reference may land on any schema with the anchor it names.
                 if k == "$dynamicRef" {
-                    for t in v.as_str().map(|r| doc.dynamic_candidates(s, r)).unwrap_or_default() {
+                    for t in v
+                        .as_str()
+                        .map(|r| doc.dynamic_candidates(s, r))
+                        .unwrap_or_default()
+                    {
                         f(t);
                     }
                 }

@@ -396,7 +396,7 @@ impl Layout {
         let place = self.place(i);
         let exhausted = |t: &Tight<'_>| t.b.is_zero_at_or_below(place);
         // Equal so far to a bound with nothing left: a lower one is met unless strict.
-        let lo = lo.filter(|t| !(exhausted(t) && !t.strict));
+        let lo = lo.filter(|t| !exhausted(t) || t.strict);
         if let Some(h) = hi {
             if exhausted(&h) {
                 return if h.strict || lo.is_some() {
@@ -598,7 +598,7 @@ fn plain_magnitudes(
     zero_from: Option<usize>,
     max_frac: Option<usize>,
 ) -> Hir {
-    let lo_active = !(lo.value.is_zero() && !lo.strict);
+    let lo_active = !lo.value.is_zero() || lo.strict;
     // Integer-digit counts that can reach the bounds.
     let n_of = |v: &Decimal| -> usize {
         if v.is_zero() || v.magnitude() < 0 {

@@ -51,17 +51,18 @@ struct Owner<'a> {
     additional: Option<SchemaRef<'a>>,
 }
 
+/// What [`Compiler::owners`] gathers from an object's schemas: the schemas owning its members,
+/// the required names, the member-count bounds, and the `propertyNames` schemas.
+type Owners<'a> = (
+    Vec<Owner<'a>>,
+    Vec<Rc<str>>,
+    u64,
+    Option<u64>,
+    Vec<SchemaRef<'a>>,
+);
+
 impl<'a> Compiler<'a> {
-    fn owners(
-        &mut self,
-        flat: &Flat<'a>,
-    ) -> Result<(
-        Vec<Owner<'a>>,
-        Vec<Rc<str>>,
-        u64,
-        Option<u64>,
-        Vec<SchemaRef<'a>>,
-    )> {
+    fn owners(&mut self, flat: &Flat<'a>) -> Result<Owners<'a>> {
         let mut owners = Vec::new();
         let mut required: Vec<Rc<str>> = flat.required.clone();
         let (mut min, mut max) = (0u64, None::<u64>);

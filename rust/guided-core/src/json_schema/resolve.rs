@@ -409,14 +409,23 @@ impl<'a> Document<'a> {
 
     /// Every schema a `$dynamicRef` might land on in some dynamic scope: those with a
     /// `$dynamicAnchor` of the name it refers to.
-    pub(crate) fn dynamic_candidates(&self, from: &SchemaRef<'a>, reference: &str) -> Vec<SchemaRef<'a>> {
+    pub(crate) fn dynamic_candidates(
+        &self,
+        from: &SchemaRef<'a>,
+        reference: &str,
+    ) -> Vec<SchemaRef<'a>> {
         let abs = resolve_uri(&from.base, reference).unwrap_or_default();
         let (_, name) = split_fragment(&abs);
         if name.is_empty() || name.starts_with('/') {
             return Vec::new();
         }
         let suffix = format!("#{name}");
-        let mut ptrs: Vec<&String> = self.dynamic.iter().filter(|(k, _)| k.ends_with(&suffix)).map(|(_, p)| p).collect();
+        let mut ptrs: Vec<&String> = self
+            .dynamic
+            .iter()
+            .filter(|(k, _)| k.ends_with(&suffix))
+            .map(|(_, p)| p)
+            .collect();
         ptrs.sort();
         ptrs.into_iter().filter_map(|p| self.at(p)).collect()
     }
