@@ -759,15 +759,16 @@ def sequence_bias(
 
 
 def bad_words(
-    words: Sequence[Sequence[int]], eos_id: int | Sequence[int] | None = None
+    ids: Sequence[Sequence[int]], eos_id: int | Sequence[int] | None = None
 ) -> SequenceBias:
-    """``NoBadWordsLogitsProcessor``: never complete any of ``words``. One-token words that are an
-    EOS id are dropped, so that banning words never bans the end of the text."""
-    if isinstance(words, (str, bytes)) or not isinstance(words, Iterable):
-        raise ValueError(f"bad_words needs a list of token id lists, got {words!r}")
-    listed = [list(w) if isinstance(w, Iterable) else w for w in words]
+    """``NoBadWordsLogitsProcessor``: never complete any of the token sequences ``ids``. One-token
+    sequences that are an EOS id are dropped, so that banning words never bans the end of the
+    text."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ValueError(f"bad_words needs a list of token id lists, got {ids!r}")
+    listed = [list(w) if isinstance(w, Iterable) else w for w in ids]
     if not listed or any(not isinstance(w, list) for w in listed):
-        raise ValueError(f"bad_words needs a non-empty list of token id lists, got {words!r}")
+        raise ValueError(f"bad_words needs a non-empty list of token id lists, got {ids!r}")
     eos = {eos_id} if isinstance(eos_id, int) else set(eos_id or ())
     kept = [w for w in listed if not (len(w) == 1 and w[0] in eos)]
     return SequenceBias([(w, _NEG_INF) for w in kept])
