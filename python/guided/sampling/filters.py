@@ -184,8 +184,11 @@ def top_scores(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Te
     covered = groups * _SELECT_GROUP
     maxima = scores[:, :covered].view(rows, _SELECT_GROUP, groups).amax(dim=1)
     best, chosen = torch.topk(maxima, count, dim=1)
-    # With ties a row may need more than ``count`` groups: take as many as the neediest row.
-    wanted = int((maxima >= best[:, -1:]).sum(dim=1).max())
+    # With ties a row may need more than ``count`` groups: take as many as the neediest row. A tie
+    # at -inf needs none (a row masked down to a few tokens ties there in nearly every group, and
+    # which -inf tokens fill the window changes nothing).
+    tied = (maxima >= best[:, -1:]) & (best[:, -1:] > float("-inf"))
+    wanted = int(tied.sum(dim=1).max())
     if wanted > count:
         chosen = torch.topk(maxima, wanted, dim=1).indices
     members = torch.arange(_SELECT_GROUP, device=scores.device) * groups
