@@ -16,7 +16,9 @@ are written.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import guided
@@ -36,19 +38,24 @@ MAX_PERMUTED_MEMBERS = 10
 class Matcher:
     """Steps a DFA over bytes from sets of states."""
 
-    table: list[list[int]]
+    dfa: guided.DFA
     accepting: list[bool]
+    #: (id of a value, its state set) -> states after it, for one ``accepts`` call: the member-order
+    #: search writes the same value from the same states many times.
+    memo: dict[tuple[int, frozenset[int]], frozenset[int]]
+    #: Write non-integral numbers in plain decimal (``0.0001``), never with an exponent.
+    plain: bool = False
 
     @classmethod
     def of(cls, dfa: guided.DFA) -> Matcher:
-        return cls(dfa.table.tolist(), dfa.accepting.tolist())
+        return cls(dfa, dfa.accepting.tolist(), {})
 
     def feed(self, states: frozenset[int], data: bytes) -> frozenset[int]:
         out = set()
-        table = self.table
+        step = self.dfa.next_state
         for s in states:
             for b in data:
-                s = table[s][b]
+                s = step(s, b)
                 if s == 0:
                     break
             else:
@@ -61,6 +68,24 @@ class Matcher:
         """States reachable after writing ``value`` (members in any order) from ``states``."""
         if not states:
             return states
+        if isinstance(value, (dict, list)):
+            key = (id(value), states)
+            hit = self.memo.get(key)
+            if hit is None:
+                hit = self.memo[key] = self._emit_container(value, states, style)
+            return hit
+        if self.plain and isinstance(value, float) and math.isfinite(value):
+            text = plain_decimal(value)
+        else:
+            text = json.dumps(value, ensure_ascii=style[2])
+        return self.feed(states, text.encode())
+
+    def _emit_container(
+        self,
+        value: dict[str, Any] | list[Any],
+        states: frozenset[int],
+        style: tuple[str, str, bool],
+    ) -> frozenset[int]:
         item_sep, key_sep, ascii_only = style
         if isinstance(value, dict):
             states = self.feed(states, b"{")
@@ -95,19 +120,27 @@ class Matcher:
                 if not orders:
                     return frozenset()
             return self.feed(orders.get(frozenset(keys), frozenset()), b"}")
-        if isinstance(value, list):
-            states = self.feed(states, b"[")
-            for i, x in enumerate(value):
-                if i:
-                    states = self.feed(states, item_sep.encode())
-                states = self.emit(x, states, style)
-            return self.feed(states, b"]")
-        text = json.dumps(value, ensure_ascii=ascii_only)
-        return self.feed(states, text.encode())
+        states = self.feed(states, b"[")
+        for i, x in enumerate(value):
+            if i:
+                states = self.feed(states, item_sep.encode())
+            states = self.emit(x, states, style)
+        return self.feed(states, b"]")
 
-    def accepts(self, value: Any, style: tuple[str, str, bool]) -> bool:
-        """Whether some member order of ``value``, written in ``style``, is accepted."""
+    def accepts(self, value: Any, style: tuple[str, str, bool], *, plain: bool = False) -> bool:
+        """Whether some member order of ``value``, written in ``style``, is accepted; ``plain``
+        writes numbers without exponents (the only spelling where ``multipleOf`` or an integer type
+        may apply, see ``json_schema::layout``)."""
+        self.memo.clear()
+        self.plain = plain
         return any(self.accepting[s] for s in self.emit(value, frozenset([1]), style))
+
+
+def plain_decimal(x: float) -> str:
+    """The shortest round-tripping digits of ``x`` in positional notation (``5e-324`` becomes
+    ``0.000…005``)."""
+    text = format(Decimal(repr(x)), "f")
+    return text
 
 
 def outcome(matcher: Matcher, value: Any, valid: bool) -> str | None:
