@@ -9,7 +9,10 @@ must agree with guided's own DFA of the same schema on every sample.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import warnings
 from typing import Any
 
@@ -193,3 +196,25 @@ def test_whitespace_presets() -> None:
     assert flexible.fullmatch(json.dumps({"a": [1, 2]}, indent=2))
     tight = re.compile(guided.json_schema_to_regex(schema, whitespace=""))
     assert tight.fullmatch('{"a":[1,2]}') and not tight.fullmatch('{"a": [1, 2]}')
+
+
+def test_large_free_values_raise_within_bounded_memory() -> None:
+    """Thirty members, each an object whose extras nest six levels deep: every member is within
+    the node limit, the object is far past it. The compiler must refuse it while building, so a
+    child process capped at 3 GiB of address space sees ``SizeLimitError``, not an allocation
+    failure."""
+    script = (
+        "import resource, guided\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+        "schema = {'type': 'object', 'properties': {f'p{i}': {'type': 'object'} for i in range(30)}}\n"
+        "try:\n"
+        "    guided.json_schema_to_regex(schema, max_free_depth=6)\n"
+        "except guided.SizeLimitError as e:\n"
+        "    print('limit', e.limit)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("limit max_hir_nodes"), done.stdout
