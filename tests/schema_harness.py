@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -30,8 +31,10 @@ STYLES: tuple[tuple[str, str, bool], ...] = (
     (", ", ": ", False),
 )
 
-#: Objects with more members than this are tried in their own order only.
-MAX_PERMUTED_MEMBERS = 10
+#: The member-order search explores only the orders the DFA can follow (a declared order leaves
+#: about one at each step); past this many live prefixes (undeclared members in any order) an
+#: object is tried in its own order only.
+MAX_ORDER_PREFIXES = 2048
 
 
 @dataclass
@@ -93,14 +96,6 @@ class Matcher:
             if not keys:
                 return self.feed(states, b"}")
             orders: dict[frozenset[str], frozenset[int]] = {frozenset(): states}
-            if len(keys) > MAX_PERMUTED_MEMBERS:
-                cur = states
-                for i, k in enumerate(keys):
-                    head = (
-                        (item_sep if i else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
-                    )
-                    cur = self.emit(value[k], self.feed(cur, head.encode()), style)
-                return self.feed(cur, b"}")
             for _ in keys:
                 nxt: dict[frozenset[str], frozenset[int]] = {}
                 for used, sts in orders.items():
@@ -116,6 +111,8 @@ class Matcher:
                         if after:
                             key = used | {k}
                             nxt[key] = nxt.get(key, frozenset()) | after
+                if len(nxt) > MAX_ORDER_PREFIXES:
+                    return self._in_own_order(value, states, style)
                 orders = nxt
                 if not orders:
                     return frozenset()
@@ -126,6 +123,16 @@ class Matcher:
                 states = self.feed(states, item_sep.encode())
             states = self.emit(x, states, style)
         return self.feed(states, b"]")
+
+    def _in_own_order(
+        self, value: dict[str, Any], states: frozenset[int], style: tuple[str, str, bool]
+    ) -> frozenset[int]:
+        """States after the members of ``value`` in its own order (``states`` is after ``{``)."""
+        item_sep, key_sep, ascii_only = style
+        for i, k in enumerate(value):
+            head = (item_sep if i else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
+            states = self.emit(value[k], self.feed(states, head.encode()), style)
+        return self.feed(states, b"}")
 
     def accepts(self, value: Any, style: tuple[str, str, bool], *, plain: bool = False) -> bool:
         """Whether some member order of ``value``, written in ``style``, is accepted; ``plain``
@@ -143,11 +150,107 @@ def plain_decimal(x: float) -> str:
     return text
 
 
-def outcome(matcher: Matcher, value: Any, valid: bool) -> str | None:
-    """``None`` when the DFA agrees with the label in every style, else what went wrong."""
+def outcome(matcher: Matcher, value: Any, valid: bool, schema: Any = None) -> str | None:
+    """``None`` when the DFA agrees with the label in every style, else what went wrong. With the
+    ``schema``, a valid instance is first tried with its members in the declared order, the one
+    order the search cannot find when an object has many optional members."""
     for style in STYLES:
         got = matcher.accepts(value, style)
+        if valid and not got and schema is not None:
+            got = matcher.accepts(declared_order(schema, value), style)
         if got != valid:
             wrong = "valid instance rejected" if valid else "invalid instance accepted"
             return f"{wrong} in style {style}"
     return None
+
+
+def declared_order(schema: Any, value: Any) -> Any:
+    """``value`` with every object's members in the order its schema declares them.
+
+    Declared names come from ``properties`` of the schema at that location and of everything it
+    applies in place (``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else``), in
+    order of first appearance; undeclared members keep their order after the declared ones.
+    """
+    return _order(schema, [schema], value)
+
+
+def _order(root: Any, schemas: list[Any], value: Any) -> Any:
+    merged = _in_place(root, schemas)
+    if isinstance(value, dict):
+        names: list[str] = []
+        for s in merged:
+            for k in s.get("properties", {}) if isinstance(s.get("properties"), dict) else {}:
+                if k not in names:
+                    names.append(k)
+        rank = {k: i for i, k in enumerate(names)}
+        keys = sorted(value, key=lambda k: (rank.get(k, len(names)), list(value).index(k)))
+        return {k: _order(root, _member_schemas(merged, k), value[k]) for k in keys}
+    if isinstance(value, list):
+        return [_order(root, _item_schemas(merged, i), x) for i, x in enumerate(value)]
+    return value
+
+
+def _in_place(root: Any, schemas: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    todo = list(schemas)
+    while todo and len(out) < 500:
+        s = todo.pop(0)
+        if not isinstance(s, dict) or any(s is t for t in out):
+            continue
+        out.append(s)
+        ref = s.get("$ref")
+        if isinstance(ref, str):
+            todo.append(_resolve(root, ref))
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(s.get(key), list):
+                todo.extend(s[key])
+        todo.extend(s[k] for k in ("if", "then", "else") if k in s)
+    return out
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    if not ref.startswith("#"):
+        return None
+    node = root
+    for part in ref[1:].split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _member_schemas(merged: list[dict[str, Any]], key: str) -> list[Any]:
+    out = []
+    for s in merged:
+        props = s.get("properties")
+        if isinstance(props, dict) and key in props:
+            out.append(props[key])
+        patterns = s.get("patternProperties")
+        if isinstance(patterns, dict):
+            for p, sub in patterns.items():
+                try:
+                    if re.search(p, key):
+                        out.append(sub)
+                except re.error:
+                    continue
+        if isinstance(s.get("additionalProperties"), dict):
+            out.append(s["additionalProperties"])
+    return out
+
+
+def _item_schemas(merged: list[dict[str, Any]], i: int) -> list[Any]:
+    out = []
+    for s in merged:
+        prefix = s.get("prefixItems")
+        items = s.get("items")
+        if isinstance(items, list):  # draft-04 tuple form
+            prefix, items = items, s.get("additionalItems")
+        if isinstance(prefix, list) and i < len(prefix):
+            out.append(prefix[i])
+        elif isinstance(items, dict):
+            out.append(items)
+    return out
