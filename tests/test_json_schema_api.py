@@ -206,7 +206,8 @@ def test_large_free_values_raise_within_bounded_memory() -> None:
     script = (
         "import resource, guided\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-        "schema = {'type': 'object', 'properties': {f'p{i}': {'type': 'object'} for i in range(30)}}\n"
+        "members = {f'p{i}': {'type': 'object'} for i in range(30)}\n"
+        "schema = {'type': 'object', 'properties': members}\n"
         "try:\n"
         "    guided.json_schema_to_regex(schema, max_free_depth=6)\n"
         "except guided.SizeLimitError as e:\n"
