@@ -14,8 +14,8 @@ All engines run over the same byte-level vocabulary (256 single-byte tokens and 
 verdicts are the engines' languages, not accidents of one tokenizer, and the compile time is the
 time from schema text to the first token mask, without the vocabulary walk a real tokenizer adds
 (``bench/index.py`` measures that). Each engine runs in its own worker process, so a crash or a
-hang costs that engine one schema: a schema that takes longer than ``--timeout`` seconds (30) (compile
-and instances together) is a timeout, a worker that dies is a crash.
+hang costs that engine one schema: a schema that takes longer than ``--timeout`` seconds (default
+30; compile and instances together) is a timeout, a worker that dies is a crash.
 
 guided uses its defaults (strict mode, formats asserted, ``[ ]?`` whitespace) through
 ``TokenIndex.from_json_schema``, the path an engine takes; its automaton is built lazily, so a size
