@@ -13,6 +13,8 @@ What is shown, when present:
   to first mask, per-mask times on the first pass and warm, memory, and how many masks equal
   guided's; then guided's time and memory as a fraction of each peer's, and the batch fill;
 - ``dfa.json`` (``bench/dfa.py``): DFA compile times and sizes;
+- ``schema.json`` (``bench/schema.py``): per subset, the schemas each engine passes; in total, what
+  each engine compiled, passed, got wrong, and how long it took;
 - ``vocab_load.json`` and ``sampler.json`` (their benchmarks): as recorded.
 
 Numbers keep three significant digits. The conditions of the run (CPUs, load average) are printed
@@ -208,6 +210,63 @@ def render_dfa(results: list[dict[str, Any]]) -> str:
     )
 
 
+def render_schema(results: dict[str, Any]) -> str:
+    rows = [r for r in results.get("rows", []) if isinstance(r, dict)]
+    engines = list(dict.fromkeys(r.get("engine") for r in rows))
+    subsets = list(dict.fromkeys(r.get("subset") for r in rows if r.get("subset") != "total"))
+    cell = {(r.get("subset"), r.get("engine")): r for r in rows}
+    per_subset = []
+    for subset in subsets:
+        first = cell.get((subset, engines[0]), {}) if engines else {}
+        per_subset.append(
+            [subset, first.get("schemas")]
+            + [cell.get((subset, e), {}).get("passing") for e in engines]
+        )
+    totals = [
+        [
+            e,
+            r.get("schemas"),
+            r.get("compiled"),
+            r.get("passing"),
+            r.get("invalid acc."),
+            r.get("valid rej."),
+            r.get("timeouts"),
+            r.get("crashes"),
+            r.get("compile ms p50"),
+            r.get("p95"),
+        ]
+        for e in engines
+        if (r := cell.get(("total", e)))
+    ]
+    return "\n".join(
+        [
+            "### JSON Schema: schemas passing, per subset (`bench/schema.py`)",
+            "",
+            "A schema passes when the engine compiles it, accepts every valid instance and rejects "
+            "every invalid one (members in declared order, two serializations, a byte-level "
+            "vocabulary; compile time is schema text to first mask).",
+            "",
+            markdown_table(["subset", "schemas", *engines], per_subset),
+            "",
+            markdown_table(
+                [
+                    "engine",
+                    "schemas",
+                    "compiled",
+                    "passing",
+                    "invalid accepted",
+                    "valid rejected",
+                    "timeouts",
+                    "crashes",
+                    "compile ms p50",
+                    "p95",
+                ],
+                totals,
+            ),
+        ]
+    )
+
+
 def render_rows(title: str, rows: list[dict[str, Any]]) -> str:
     """A table of recorded rows, columns in the order the benchmark wrote them."""
     headers: list[str] = []
@@ -253,6 +312,8 @@ def render(results: dict[str, Any]) -> str:
         parts += ["", render_index(results["index"])]
     if isinstance(results.get("dfa"), list):
         parts += ["", render_dfa(results["dfa"])]
+    if isinstance(results.get("schema"), dict):
+        parts += ["", render_schema(results["schema"])]
     vocab_load = results.get("vocab_load")
     if isinstance(vocab_load, dict) and vocab_load.get("rows"):
         parts += [
@@ -267,7 +328,7 @@ def render(results: dict[str, Any]) -> str:
         ):
             if sampler.get(key):
                 parts += ["", render_rows(title, sampler[key])]
-    if not any(k in results for k in ("index", "dfa", "vocab_load", "sampler")):
+    if not any(k in results for k in ("index", "dfa", "schema", "vocab_load", "sampler")):
         parts += ["", "No results yet: run `make bench`."]
     return "\n".join(parts)
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["dfa.py", "index.py", "sampler.py", "transforms.py"]
+BENCHMARKS = ["dfa.py", "index.py", "schema.py", "sampler.py", "transforms.py"]
 
 if __name__ == "__main__":
     selected = sys.argv[1:] or BENCHMARKS

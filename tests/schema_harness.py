@@ -16,7 +16,10 @@ are written.
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import guided
@@ -28,27 +31,34 @@ STYLES: tuple[tuple[str, str, bool], ...] = (
     (", ", ": ", False),
 )
 
-#: Objects with more members than this are tried in their own order only.
-MAX_PERMUTED_MEMBERS = 10
+#: The member-order search explores only the orders the DFA can follow (a declared order leaves
+#: about one at each step); past this many live prefixes (undeclared members in any order) an
+#: object is tried in its own order only.
+MAX_ORDER_PREFIXES = 2048
 
 
 @dataclass
 class Matcher:
     """Steps a DFA over bytes from sets of states."""
 
-    table: list[list[int]]
+    dfa: guided.DFA
     accepting: list[bool]
+    #: (id of a value, its state set) -> states after it, for one ``accepts`` call: the member-order
+    #: search writes the same value from the same states many times.
+    memo: dict[tuple[int, frozenset[int]], frozenset[int]]
+    #: Write non-integral numbers in plain decimal (``0.0001``), never with an exponent.
+    plain: bool = False
 
     @classmethod
     def of(cls, dfa: guided.DFA) -> Matcher:
-        return cls(dfa.table.tolist(), dfa.accepting.tolist())
+        return cls(dfa, dfa.accepting.tolist(), {})
 
     def feed(self, states: frozenset[int], data: bytes) -> frozenset[int]:
         out = set()
-        table = self.table
+        step = self.dfa.next_state
         for s in states:
             for b in data:
-                s = table[s][b]
+                s = step(s, b)
                 if s == 0:
                     break
             else:
@@ -61,6 +71,24 @@ class Matcher:
         """States reachable after writing ``value`` (members in any order) from ``states``."""
         if not states:
             return states
+        if isinstance(value, (dict, list)):
+            key = (id(value), states)
+            hit = self.memo.get(key)
+            if hit is None:
+                hit = self.memo[key] = self._emit_container(value, states, style)
+            return hit
+        if self.plain and isinstance(value, float) and math.isfinite(value):
+            text = plain_decimal(value)
+        else:
+            text = json.dumps(value, ensure_ascii=style[2])
+        return self.feed(states, text.encode())
+
+    def _emit_container(
+        self,
+        value: dict[str, Any] | list[Any],
+        states: frozenset[int],
+        style: tuple[str, str, bool],
+    ) -> frozenset[int]:
         item_sep, key_sep, ascii_only = style
         if isinstance(value, dict):
             states = self.feed(states, b"{")
@@ -68,14 +96,6 @@ class Matcher:
             if not keys:
                 return self.feed(states, b"}")
             orders: dict[frozenset[str], frozenset[int]] = {frozenset(): states}
-            if len(keys) > MAX_PERMUTED_MEMBERS:
-                cur = states
-                for i, k in enumerate(keys):
-                    head = (
-                        (item_sep if i else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
-                    )
-                    cur = self.emit(value[k], self.feed(cur, head.encode()), style)
-                return self.feed(cur, b"}")
             for _ in keys:
                 nxt: dict[frozenset[str], frozenset[int]] = {}
                 for used, sts in orders.items():
@@ -91,30 +111,146 @@ class Matcher:
                         if after:
                             key = used | {k}
                             nxt[key] = nxt.get(key, frozenset()) | after
+                if len(nxt) > MAX_ORDER_PREFIXES:
+                    return self._in_own_order(value, states, style)
                 orders = nxt
                 if not orders:
                     return frozenset()
             return self.feed(orders.get(frozenset(keys), frozenset()), b"}")
-        if isinstance(value, list):
-            states = self.feed(states, b"[")
-            for i, x in enumerate(value):
-                if i:
-                    states = self.feed(states, item_sep.encode())
-                states = self.emit(x, states, style)
-            return self.feed(states, b"]")
-        text = json.dumps(value, ensure_ascii=ascii_only)
-        return self.feed(states, text.encode())
+        states = self.feed(states, b"[")
+        for i, x in enumerate(value):
+            if i:
+                states = self.feed(states, item_sep.encode())
+            states = self.emit(x, states, style)
+        return self.feed(states, b"]")
 
-    def accepts(self, value: Any, style: tuple[str, str, bool]) -> bool:
-        """Whether some member order of ``value``, written in ``style``, is accepted."""
+    def _in_own_order(
+        self, value: dict[str, Any], states: frozenset[int], style: tuple[str, str, bool]
+    ) -> frozenset[int]:
+        """States after the members of ``value`` in its own order (``states`` is after ``{``)."""
+        item_sep, key_sep, ascii_only = style
+        for i, k in enumerate(value):
+            head = (item_sep if i else "") + json.dumps(k, ensure_ascii=ascii_only) + key_sep
+            states = self.emit(value[k], self.feed(states, head.encode()), style)
+        return self.feed(states, b"}")
+
+    def accepts(self, value: Any, style: tuple[str, str, bool], *, plain: bool = False) -> bool:
+        """Whether some member order of ``value``, written in ``style``, is accepted; ``plain``
+        writes numbers without exponents (the only spelling where ``multipleOf`` or an integer type
+        may apply, see ``json_schema::layout``)."""
+        self.memo.clear()
+        self.plain = plain
         return any(self.accepting[s] for s in self.emit(value, frozenset([1]), style))
 
 
-def outcome(matcher: Matcher, value: Any, valid: bool) -> str | None:
-    """``None`` when the DFA agrees with the label in every style, else what went wrong."""
+def plain_decimal(x: float) -> str:
+    """The shortest round-tripping digits of ``x`` in positional notation (``5e-324`` becomes
+    ``0.000…005``)."""
+    text = format(Decimal(repr(x)), "f")
+    return text
+
+
+def outcome(matcher: Matcher, value: Any, valid: bool, schema: Any = None) -> str | None:
+    """``None`` when the DFA agrees with the label in every style, else what went wrong. With the
+    ``schema``, a valid instance is first tried with its members in the declared order, the one
+    order the search cannot find when an object has many optional members."""
     for style in STYLES:
         got = matcher.accepts(value, style)
+        if valid and not got and schema is not None:
+            got = matcher.accepts(declared_order(schema, value), style)
         if got != valid:
             wrong = "valid instance rejected" if valid else "invalid instance accepted"
             return f"{wrong} in style {style}"
     return None
+
+
+def declared_order(schema: Any, value: Any) -> Any:
+    """``value`` with every object's members in the order its schema declares them.
+
+    Declared names come from ``properties`` of the schema at that location and of everything it
+    applies in place (``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else``), in
+    order of first appearance; undeclared members keep their order after the declared ones.
+    """
+    return _order(schema, [schema], value)
+
+
+def _order(root: Any, schemas: list[Any], value: Any) -> Any:
+    merged = _in_place(root, schemas)
+    if isinstance(value, dict):
+        names: list[str] = []
+        for s in merged:
+            for k in s.get("properties", {}) if isinstance(s.get("properties"), dict) else {}:
+                if k not in names:
+                    names.append(k)
+        rank = {k: i for i, k in enumerate(names)}
+        keys = sorted(value, key=lambda k: (rank.get(k, len(names)), list(value).index(k)))
+        return {k: _order(root, _member_schemas(merged, k), value[k]) for k in keys}
+    if isinstance(value, list):
+        return [_order(root, _item_schemas(merged, i), x) for i, x in enumerate(value)]
+    return value
+
+
+def _in_place(root: Any, schemas: list[Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    todo = list(schemas)
+    while todo and len(out) < 500:
+        s = todo.pop(0)
+        if not isinstance(s, dict) or any(s is t for t in out):
+            continue
+        out.append(s)
+        ref = s.get("$ref")
+        if isinstance(ref, str):
+            todo.append(_resolve(root, ref))
+        for key in ("allOf", "anyOf", "oneOf"):
+            if isinstance(s.get(key), list):
+                todo.extend(s[key])
+        todo.extend(s[k] for k in ("if", "then", "else") if k in s)
+    return out
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    if not ref.startswith("#"):
+        return None
+    node = root
+    for part in ref[1:].split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _member_schemas(merged: list[dict[str, Any]], key: str) -> list[Any]:
+    out = []
+    for s in merged:
+        props = s.get("properties")
+        if isinstance(props, dict) and key in props:
+            out.append(props[key])
+        patterns = s.get("patternProperties")
+        if isinstance(patterns, dict):
+            for p, sub in patterns.items():
+                try:
+                    if re.search(p, key):
+                        out.append(sub)
+                except re.error:
+                    continue
+        if isinstance(s.get("additionalProperties"), dict):
+            out.append(s["additionalProperties"])
+    return out
+
+
+def _item_schemas(merged: list[dict[str, Any]], i: int) -> list[Any]:
+    out = []
+    for s in merged:
+        prefix = s.get("prefixItems")
+        items = s.get("items")
+        if isinstance(items, list):  # draft-04 tuple form
+            prefix, items = items, s.get("additionalItems")
+        if isinstance(prefix, list) and i < len(prefix):
+            out.append(prefix[i])
+        elif isinstance(items, dict):
+            out.append(items)
+    return out

@@ -154,6 +154,28 @@ RESULTS: dict[str, Any] = {
         },
     },
     "dfa": [{"name": "uuid", "states": 38, "classes": 5, "compile_ms": 0.0835}],
+    "schema": {
+        "rows": [
+            {
+                "subset": s,
+                "engine": e,
+                "schemas": 75,
+                "compiled": c,
+                "passing": p,
+                "invalid acc.": ia,
+                "valid rej.": vr,
+                "timeouts": 0,
+                "crashes": cr,
+                "compile ms p50": ms,
+                "p95": ms * 10,
+            }
+            for s in ("Glaiveai2K", "total")
+            for e, c, p, ia, vr, cr, ms in (
+                ("guided", 75, 74, 0, 1, 0, 12.5),
+                ("xgrammar", 73, 70, 3, 0, 2, 4.0),
+            )
+        ]
+    },
 }
 
 
@@ -167,6 +189,8 @@ def test_bench_tables_carry_the_recorded_numbers() -> None:
     assert "| digits | xgrammar | 0.0100 | 2.48 | 0.313 | 0.149 | 0.223 |" in section
     assert "| guided | warm | 0.0307 | 0.0205 | 1.50 |" in section
     assert "| uuid | 38 | 5 | 0.0835 |" in section
+    assert "| Glaiveai2K | 75 | 74 | 70 |" in section
+    assert "| xgrammar | 75 | 73 | 70 | 3 | 0 | 0 | 2 | 4.00 | 40.0 |" in section
     assert "2 CPUs (load average 1.50 before, 2.25 after" in section
     assert "outlines-core rejected token 12" in section
 

@@ -31,12 +31,26 @@
 //! product is built once per case (fragment at the text's start or not, at its end or not) and
 //! each case is entered behind the matching assertion. The cost is up to four products, paid only
 //! by patterns that need it; the DFA state limit bounds each of them.
+//!
+//! Generated patterns repeat themselves: the JSON Schema compiler wraps every large value language
+//! in a one-operand intersection (a minimization barrier) and copies it wherever the value may
+//! stand, so one "any JSON value" language can occur hundreds of times in one schema. The automata
+//! built for intersections and complements are therefore memoized for the duration of one
+//! construction, nested constructions included, keyed by the expression and its anchoring case:
+//! each distinct operand is determinized and minimized once, and later occurrences only pay for
+//! the hash of their expression and for being embedded.
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
 use crate::regex::{ClassSet, Hir, Look};
 use crate::utf8::{utf8_sequences, Utf8Range};
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// The automata already built for intersections and complements during one construction.
+/// Keyed by anchoring case, then by expression (so that a lookup borrows the expression).
+pub(crate) type DfaMemo = Rc<RefCell<FxHashMap<Anchors, FxHashMap<Hir, Rc<Dfa>>>>>;
 
 /// Index of a state in an [`Nfa`].
 pub type StateId = u32;
@@ -119,12 +133,24 @@ impl Nfa {
     /// Compiles `hir`. Intersections and complements inside it are built as DFAs under
     /// `dfa_config`'s limits; everything else counts against `config`.
     pub fn new(hir: &Hir, config: &NfaConfig, dfa_config: &DfaConfig) -> Result<Nfa> {
+        Self::with_memo(hir, config, dfa_config, &DfaMemo::default())
+    }
+
+    /// [`Nfa::new`], sharing the automata of intersections and complements with the enclosing
+    /// construction.
+    pub(crate) fn with_memo(
+        hir: &Hir,
+        config: &NfaConfig,
+        dfa_config: &DfaConfig,
+        memo: &DfaMemo,
+    ) -> Result<Nfa> {
         let mut b = Builder {
             states: Vec::new(),
             // Ids are u32 and the largest one marks an unconnected end.
             max_states: config.max_states.min(PENDING as usize),
             config: *config,
             dfa_config: *dfa_config,
+            memo: memo.clone(),
         };
         let frag = b.compile(hir)?;
         let m = b.add(State::Match)?;
@@ -188,6 +214,7 @@ struct Builder {
     max_states: usize,
     config: NfaConfig,
     dfa_config: DfaConfig,
+    memo: DfaMemo,
 }
 
 impl Builder {
@@ -472,8 +499,25 @@ impl Builder {
         })
     }
 
-    fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Dfa> {
-        let operand = |h: &Hir| Dfa::build(h, &self.dfa_config, &self.config, anchors);
+    /// The automaton of an intersection or complement, built once per construction.
+    fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Rc<Dfa>> {
+        if let Some(d) = self.memo.borrow().get(&anchors).and_then(|m| m.get(hir)) {
+            return Ok(d.clone());
+        }
+        let d = Rc::new(self.build_boolean_dfa(hir, anchors)?);
+        self.memo
+            .borrow_mut()
+            .entry(anchors)
+            .or_default()
+            .insert(hir.clone(), d.clone());
+        Ok(d)
+    }
+
+    fn build_boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Dfa> {
+        let operand = |h: &Hir| {
+            let nfa = Nfa::with_memo(h, &self.config, &self.dfa_config, &self.memo)?;
+            Dfa::from_nfa(nfa, anchors, &self.dfa_config)
+        };
         match hir {
             Hir::Intersection(children) => {
                 let mut iter = children.iter();

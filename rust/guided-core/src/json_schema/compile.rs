@@ -236,6 +236,11 @@ pub(crate) struct Compiler<'a> {
     pub(crate) truncated: bool,
     work: usize,
     patterns: HashMap<String, std::result::Result<Hir, String>>,
+    /// Languages of unconstrained locations by (free levels left, cover depth): every object that
+    /// admits extras holds one, and they are all the same expression.
+    free_values: HashMap<(u32, Option<u32>), Lang>,
+    /// Expression nodes the remaining locations may still build (see [`BUILD_BUDGET_FACTOR`]).
+    hir_budget: usize,
 }
 
 impl<'a> Compiler<'a> {
@@ -249,6 +254,8 @@ impl<'a> Compiler<'a> {
             truncated: false,
             work: 0,
             patterns: HashMap::new(),
+            free_values: HashMap::new(),
+            hir_budget: opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR),
         }
     }
 
@@ -330,7 +337,34 @@ impl<'a> Compiler<'a> {
         if !self.flatten(&mut flat, parts, &mut brs, ctx)? {
             return Ok(Lang::nothing());
         }
-        self.distribute(&roots, flat, brs, ctx, self.opts.max_branches)
+        // A free value's language depends on nothing but how deep it may still nest.
+        let free = brs.is_empty() && ctx.strict.is_none() && Self::unconstrained(&flat);
+        let key = (ctx.free, ctx.cover);
+        if free {
+            if let Some(lang) = self.free_values.get(&key) {
+                return Ok(lang.clone());
+            }
+        }
+        let lang = self.distribute(&roots, flat, brs, ctx, self.opts.max_branches)?;
+        // Every location's language is measured against what is left of the build budget, so
+        // that a blow-up stops where it starts (an object of thirty large members, each within
+        // the limit, is refused while its members are built, not after).
+        let limit = self.opts.max_hir_nodes;
+        match super::elimination::hir_size_within(&lang.hir, self.hir_budget) {
+            Some(n) => self.hir_budget -= n,
+            None => {
+                let built = limit.saturating_mul(BUILD_BUDGET_FACTOR);
+                return Err(Error::size_limit(
+                    "max_hir_nodes (4x, built over all locations)",
+                    built + 1,
+                    built,
+                ));
+            }
+        }
+        if free {
+            self.free_values.insert(key, lang.clone());
+        }
+        Ok(lang)
     }
 
     fn schema_list(
@@ -926,6 +960,11 @@ impl<'a> Compiler<'a> {
         Ok(sc)
     }
 }
+
+/// The nodes all locations together may build, as a multiple of `max_hir_nodes`. Enclosing
+/// locations contain copies of their children, so a legitimate expression of `n` nodes costs
+/// about `n` times its nesting to build; the factor leaves room for that while bounding memory.
+const BUILD_BUDGET_FACTOR: usize = 4;
 
 /// Child languages at least this large are compiled behind a barrier (see [`barrier`]).
 const BARRIER_NODES: usize = 48;

@@ -109,6 +109,24 @@ impl SmallDfa {
 }
 
 /// Number of nodes in an HIR (its size as the budgets count it).
+/// The number of nodes of `h`, or `None` when it has more than `limit` (counting no further).
+pub(crate) fn hir_size_within(h: &Hir, limit: usize) -> Option<usize> {
+    let mut count = 0usize;
+    let mut stack = vec![h];
+    while let Some(h) = stack.pop() {
+        count += 1;
+        if count > limit {
+            return None;
+        }
+        match h {
+            Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
+            Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
+            Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
+        }
+    }
+    Some(count)
+}
+
 pub(crate) fn hir_size(h: &Hir) -> usize {
     match h {
         Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,

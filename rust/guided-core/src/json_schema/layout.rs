@@ -3,8 +3,9 @@
 //! A regular language cannot accept every permutation of an object's members without paying a
 //! factorial, so the compiler fixes an order and tells the caller (DESIGN.md: "properties in the
 //! schema's declared order"). The declared order of a location is the order in which property names
-//! first appear in a depth-first walk of the schemas that apply there, each read in its own key
-//! order: `properties` keys, `required` entries, `dependentRequired` (and draft-4 `dependencies`)
+//! first appear in a depth-first walk of the schemas that apply there, each read as `properties`
+//! keys first (the order users write members in, whatever key comes first), then in its own key
+//! order: `required` entries, `dependentRequired` (and draft-4 `dependencies`)
 //! keys and values, `dependentSchemas` keys, the keys of object values in `const` and `enum`, and
 //! the same for the subschemas applied in place (`$ref`, `allOf`, `anyOf`, `oneOf`, `if`, `then`,
 //! `else`, `not`, `dependentSchemas`). Members with a name outside that list come after all
@@ -102,7 +103,10 @@ fn in_place<'a>(doc: &Document<'a>, s: &SchemaRef<'a>, mut f: impl FnMut(SchemaR
     }
 }
 
-/// Names a schema object declares by itself (not through subschemas), in key order.
+/// Names a schema object declares by itself (not through subschemas): its `properties` first,
+/// then the other keywords' names in key order. `properties` leads whatever the key order,
+/// because it is the order users write their members in and the one other engines follow;
+/// `required` is often listed first, in an order of its own.
 pub(crate) fn own_names(s: &SchemaRef<'_>, out: &mut Vec<Rc<str>>) {
     let Some(obj) = s.value.as_object() else {
         return;
@@ -116,9 +120,12 @@ pub(crate) fn own_names(s: &SchemaRef<'_>, out: &mut Vec<Rc<str>>) {
             out.extend(o.keys().map(|k| Rc::from(k.as_str())));
         }
     };
+    if let Some(v) = obj.get("properties") {
+        push_keys(v, out);
+    }
     for (k, v) in obj {
         match k.as_str() {
-            "properties" | "dependentSchemas" => push_keys(v, out),
+            "dependentSchemas" => push_keys(v, out),
             "required" => out.extend(
                 v.as_array()
                     .into_iter()

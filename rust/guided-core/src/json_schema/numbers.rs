@@ -31,8 +31,9 @@
 //! has no non-zero digit beyond the `t`-th fraction place and `x * 10^t` is divisible by `P`. Steps
 //! that are powers of ten (`0.01`, `1`) become a fraction rule inside the same generator. Other
 //! steps inside a bounded range with few multiples become the list of those multiples. The rest
-//! read digits through a residue automaton (`P * (t + 2)` states before minimization), converted
-//! to an expression by state elimination under a size budget, and intersected with the bounds;
+//! read digits through a residue automaton (about `P * (t + 2)` states before minimization, syntax
+//! checked as it reads), converted to an expression by state elimination under a size budget, and
+//! intersected with the bounds when there are any;
 //! steps with large odd factors make that expression explode and are refused by the budget. With a
 //! step in force a location admits no exponent texts, because divisibility of an exponent text's
 //! value is not something a small automaton can read.
@@ -137,6 +138,12 @@ pub(crate) fn number_language(spec: &NumberSpec) -> Result<Hir> {
         }
         let body = Hir::alternation(alts);
         match &residue {
+            // Without bounds the residue language (which checks the syntax too) is the language.
+            Some(r)
+                if !body.is_nothing() && mlo.value.is_zero() && !mlo.strict && mhi.is_none() =>
+            {
+                r.clone()
+            }
             Some(r) if !body.is_nothing() => Hir::intersection([body, r.clone()]),
             _ => body,
         }
@@ -812,11 +819,12 @@ fn exponent_text(lo: Option<i64>, hi: Option<i64>) -> Hir {
     ])
 }
 
-/// Texts (plain, unsigned) whose value is a multiple of the step `k`, read by a residue automaton.
-/// The language is deliberately loose about number syntax (it is always intersected with a
-/// syntactically exact one).
+/// Plain unsigned texts (`(0|[1-9][0-9]*)(\.[0-9]+)?`) whose value is a multiple of the step `k`,
+/// read by a residue automaton that also checks the syntax, so that without bounds no
+/// intersection is needed.
 fn residue_language(k: &Decimal, max_nodes: usize) -> Result<Hir> {
-    // k = K / 10^t with K a positive integer.
+    // k = K / 10^t with K a positive integer; x is a multiple of k when x * 10^t is an integer
+    // (no non-zero digit past the t-th fraction place) divisible by K.
     let t = (-k.exponent()).max(0);
     let big = k
         .to_scaled_i128(t)
@@ -824,37 +832,72 @@ fn residue_language(k: &Decimal, max_nodes: usize) -> Result<Hir> {
         .ok_or_else(|| unsupported_step(k, "the step's residue automaton would be too large"))?;
     let modulus = big as usize;
     let t = t as usize;
-    // States: (residue, phase), phase 0 = integer part, 1 + j = after j fraction digits (j <= t).
-    let phases = t + 2;
-    let id = |r: usize, ph: usize| r * phases + ph;
-    let n = modulus * phases;
-    let dead = n;
-    let mut dfa = SmallDfa::new(n + 1, 11);
+    // States: start, the lone leading zero, then per residue: integer digits, a point waiting for
+    // its first digit, and j = 1..=t fraction digits (the last also absorbs trailing zeros).
+    let start = 0;
+    let zero = 1;
+    let dead = 2;
+    let base = 3;
+    let per = 2 + t.max(1);
+    let int = |r: usize| base + r * per;
+    let point = |r: usize| base + r * per + 1;
+    let frac = |r: usize, j: usize| base + r * per + 1 + j;
+    let n = base + modulus * per;
+    let mut dfa = SmallDfa::new(n, 11);
     let pow10 = |e: usize| -> usize { (0..e).fold(1usize, |acc, _| acc * 10 % modulus) };
-    for r in 0..modulus {
-        for ph in 0..phases {
-            let s = id(r, ph);
-            for d in 0..10usize {
-                let next = match ph {
-                    0 => id((r * 10 + d) % modulus, 0),
-                    p if p - 1 < t => id((r * 10 + d) % modulus, p + 1),
-                    _ if d == 0 => s,
-                    _ => dead,
-                };
-                dfa.set(s, d, next);
-            }
-            dfa.set(s, 10, if ph == 0 { id(r, 1) } else { dead });
-            // The value so far, scaled to x * 10^t, is r * 10^(t - j) modulo the step.
-            let j = if ph == 0 { 0 } else { (ph - 1).min(t) };
-            dfa.accept[s] = r * pow10(t - j) % modulus == 0;
-        }
-    }
+    let dot = 10;
     for sym in 0..11 {
         dfa.set(dead, sym, dead);
+        dfa.set(start, sym, dead);
+        dfa.set(zero, sym, dead);
     }
-    dfa.start = id(0, 0);
+    dfa.set(start, 0, zero);
+    for d in 1..10 {
+        dfa.set(start, d, int(d % modulus));
+    }
+    dfa.set(zero, dot, point(0));
+    dfa.accept[zero] = true;
+    for r in 0..modulus {
+        for sym in 0..11 {
+            dfa.set(int(r), sym, dead);
+            dfa.set(point(r), sym, dead);
+            for j in 1..=t.max(1) {
+                dfa.set(frac(r, j), sym, dead);
+            }
+        }
+        for d in 0..10 {
+            dfa.set(int(r), d, int((r * 10 + d) % modulus));
+        }
+        dfa.set(int(r), dot, point(r));
+        dfa.accept[int(r)] = r * pow10(t) % modulus == 0;
+        if t == 0 {
+            // Only zeros may follow the point.
+            dfa.set(point(r), 0, frac(r, 1));
+            dfa.set(frac(r, 1), 0, frac(r, 1));
+            dfa.accept[frac(r, 1)] = r % modulus == 0;
+            continue;
+        }
+        for d in 0..10 {
+            dfa.set(point(r), d, frac((r * 10 + d) % modulus, 1));
+        }
+        for j in 1..=t {
+            for d in 0..10 {
+                let next = if j < t {
+                    frac((r * 10 + d) % modulus, j + 1)
+                } else if d == 0 {
+                    frac(r, t)
+                } else {
+                    dead
+                };
+                dfa.set(frac(r, j), d, next);
+            }
+            // The value read so far, scaled to x * 10^t, is r * 10^(t - j).
+            dfa.accept[frac(r, j)] = r * pow10(t - j) % modulus == 0;
+        }
+    }
+    dfa.start = start;
     let symbol = |sym: usize| -> Hir {
-        if sym == 10 {
+        if sym == dot {
             Hir::literal(".")
         } else {
             digit(sym as u32)

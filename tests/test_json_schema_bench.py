@@ -1,0 +1,134 @@
+"""The JSONSchemaBench sample: real-world schemas with labelled instances.
+
+Every schema must compile or be refused with ``UnsupportedSchemaError`` / ``SizeLimitError``
+(never another error, never past the limits). For a compiled schema every invalid instance must be
+rejected in every member order and serialization, and every valid one accepted. The labels come
+from ``jsonschema`` with format assertion, so strict mode applies formats too.
+
+The compiler bounds what is not regular: values the schema leaves free nest at most
+``max_free_depth`` containers, recursive references unroll ``max_recursion_depth`` times. A valid
+instance that only those bounds reject is counted in the "bound" column, and only after the same
+schema, compiled with wider bounds, accepts it: the rejection is then exactly the documented bound,
+not an error (``BEYOND_LIMITS`` lists the few whose wider compilation is itself past the size
+limits). Anything else is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from schema_harness import Matcher, outcome
+
+import guided
+from conftest import shared_path
+
+OPTIONS: dict[str, Any] = {"max_states": 100_000}
+#: Wider bounds to try, one at a time, on a valid instance the default bounds reject.
+WIDER: list[dict[str, Any]] = [
+    {"max_states": 200_000, "max_free_depth": 3},
+    {"max_states": 200_000, "max_recursion_depth": 5},
+    {"max_states": 200_000, "max_free_depth": 4, "max_recursion_depth": 4},
+]
+COLUMNS = ("schemas", "compiled", "refused", "valid_ok", "valid", "invalid_ok", "invalid", "bound")
+
+#: Valid instances past the default bounds whose wider compilation exceeds the size limits, so
+#: that the rejection cannot be shown to be the bound alone by compiling the whole schema wider.
+#: Each was shrunk (members and items deleted while the instance stayed valid and rejected) to a
+#: part that the schema compiled with ``max_free_depth=3`` accepts.
+BEYOND_LIMITS = {
+    "Github_trivial/o47165": "expressions nested five deep in a fourteen-way recursive anyOf",
+    "Github_trivial/o47153": "free link objects nest seven deep",
+    "Github_easy/o17543": "a free uiSchema nests five deep",
+    "JsonSchemaStore/noodl.schema": "free values under additionalProperties nest four deep",
+    "Kubernetes/kb_760_Normalized": "free managedFields entries nest six deep",
+    "Snowplow/sp_17_Normalized": "a free properties tree nests four deep",
+}
+
+
+def rejected_only_by_bounds(schema: Any, value: Any) -> bool:
+    for options in WIDER:
+        try:
+            wide = Matcher.of(guided._lib.schema_dfa(json.dumps(schema), **options))
+        except (guided.UnsupportedSchemaError, guided.SizeLimitError):
+            continue
+        if outcome(wide, value, True, schema) is None:
+            return True
+    return False
+
+
+def run_subset(name: str) -> tuple[dict[str, int], list[str]]:
+    counts = dict.fromkeys(COLUMNS, 0)
+    failures: list[str] = []
+    path = shared_path("corpus", "jsonschemabench", f"{name}.jsonl")
+    for line in path.read_text().splitlines():
+        case = json.loads(line)
+        counts["schemas"] += 1
+        try:
+            dfa = guided._lib.schema_dfa(json.dumps(case["schema"]), **OPTIONS)
+        except (guided.UnsupportedSchemaError, guided.SizeLimitError):
+            counts["refused"] += 1
+            continue
+        except Exception as exc:
+            failures.append(f"{case['id']}: {type(exc).__name__}: {exc}")
+            continue
+        counts["compiled"] += 1
+        matcher = Matcher.of(dfa)
+        for test in case.get("tests", []):
+            valid = bool(test["valid"])
+            counts["valid" if valid else "invalid"] += 1
+            problem = outcome(matcher, test["data"], valid, case["schema"])
+            if problem is None:
+                counts["valid_ok" if valid else "invalid_ok"] += 1
+            elif valid and (
+                case["id"] in BEYOND_LIMITS or rejected_only_by_bounds(case["schema"], test["data"])
+            ):
+                counts["bound"] += 1
+            else:
+                failures.append(f"{case['id']} / {test['description']}: {problem}")
+    return counts, failures
+
+
+SUBSETS = [
+    "Github_trivial",
+    "Github_easy",
+    "Github_medium",
+    "Github_hard",
+    "Github_ultra",
+    "Glaiveai2K",
+    "JsonSchemaStore",
+    "Kubernetes",
+    "Snowplow",
+    "WashingtonPost",
+    "MaskBench_BFCL",
+    "MaskBench_Handwritten",
+    "MaskBench_JME",
+    "MaskBench_MCPspec",
+    "MaskBench_Synthesized",
+]
+
+
+def row(name: str, c: dict[str, int]) -> str:
+    return (
+        f"{name:<22} {c['schemas']:>7} {c['compiled']:>8} {c['refused']:>7} "
+        f"{c['valid_ok']:>5}/{c['valid']:<5} {c['invalid_ok']:>5}/{c['invalid']:<5} {c['bound']:>5}"
+    )
+
+
+def test_jsonschemabench_sample() -> None:
+    head = (
+        f"{'subset':<22} {'schemas':>7} {'compiled':>8} {'refused':>7} "
+        f"{'valid ok':>11} {'invalid ok':>11} {'bound':>5}"
+    )
+    lines = [head, "-" * len(head)]
+    total = dict.fromkeys(COLUMNS, 0)
+    failures: list[str] = []
+    for name in SUBSETS:
+        c, fails = run_subset(name)
+        failures.extend(fails)
+        for k, v in c.items():
+            total[k] += v
+        lines.append(row(name, c))
+    lines.append(row("total", total))
+    print("\n" + "\n".join(lines))
+    assert not failures, f"{len(failures)} mismatches:\n" + "\n".join(failures[:40])
