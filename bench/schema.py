@@ -4,9 +4,9 @@ Every schema of the visible JSONSchemaBench sample (``../shared/corpus/jsonschem
 JSON-Schema-Test-Suite (``../shared/corpus/jsts``, one schema per test group) is compiled by each
 engine, and each labelled instance is then run through the compiled constraint, serialized twice
 (``json.dumps(x)`` and ``json.dumps(x, separators=(",", ":"))``) with object members in the schema's
-declared order (see ``declared_order``; every engine here fixes member order to the schema's).
-An engine passes a schema when it compiles it, accepts every valid instance and rejects every
-invalid one. The table counts, per subset and in total: schemas compiled, schemas passing,
+declared order (``guided check``'s reading of it; every engine here fixes member order to the
+schema's). An engine passes a schema when it compiles it, accepts every valid instance and rejects
+every invalid one. The table counts, per subset and in total: schemas compiled, schemas passing,
 invalid instances wrongly accepted, valid instances wrongly rejected, compile timeouts and crashes,
 and the median/p95 compile time.
 
@@ -42,11 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import ROOT, median, percentile, shared_root, table, write_results
-
-sys.path.insert(0, str(ROOT / "tests"))
-
-from schema_harness import declared_order
+from common import median, percentile, shared_root, table, write_results
+from guided._canonical import declared_reorder
 
 BENCH_SUBSETS = (
     "Github_trivial",
@@ -109,7 +106,7 @@ def load_cases(subsets: list[str], limit: int | None) -> list[Case]:
 def case(subset: str, name: str, schema: Any, tests: list[tuple[bool, Any]]) -> Case:
     instances = []
     for valid, value in tests:
-        ordered = declared_order(schema, value)
+        ordered = declared_reorder(value, schema)
         texts = [
             json.dumps(ordered).encode(),
             json.dumps(ordered, separators=(",", ":")).encode(),

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import guided
+from guided._canonical import declared_reorder
 
 #: (item separator, key separator, ensure_ascii) of each serialization tried.
 STYLES: tuple[tuple[str, str, bool], ...] = (
@@ -157,100 +157,8 @@ def outcome(matcher: Matcher, value: Any, valid: bool, schema: Any = None) -> st
     for style in STYLES:
         got = matcher.accepts(value, style)
         if valid and not got and schema is not None:
-            got = matcher.accepts(declared_order(schema, value), style)
+            got = matcher.accepts(declared_reorder(value, schema), style)
         if got != valid:
             wrong = "valid instance rejected" if valid else "invalid instance accepted"
             return f"{wrong} in style {style}"
     return None
-
-
-def declared_order(schema: Any, value: Any) -> Any:
-    """``value`` with every object's members in the order its schema declares them.
-
-    Declared names come from ``properties`` of the schema at that location and of everything it
-    applies in place (``$ref``, ``allOf``, ``anyOf``, ``oneOf``, ``if``/``then``/``else``), in
-    order of first appearance; undeclared members keep their order after the declared ones.
-    """
-    return _order(schema, [schema], value)
-
-
-def _order(root: Any, schemas: list[Any], value: Any) -> Any:
-    merged = _in_place(root, schemas)
-    if isinstance(value, dict):
-        names: list[str] = []
-        for s in merged:
-            for k in s.get("properties", {}) if isinstance(s.get("properties"), dict) else {}:
-                if k not in names:
-                    names.append(k)
-        rank = {k: i for i, k in enumerate(names)}
-        keys = sorted(value, key=lambda k: (rank.get(k, len(names)), list(value).index(k)))
-        return {k: _order(root, _member_schemas(merged, k), value[k]) for k in keys}
-    if isinstance(value, list):
-        return [_order(root, _item_schemas(merged, i), x) for i, x in enumerate(value)]
-    return value
-
-
-def _in_place(root: Any, schemas: list[Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    todo = list(schemas)
-    while todo and len(out) < 500:
-        s = todo.pop(0)
-        if not isinstance(s, dict) or any(s is t for t in out):
-            continue
-        out.append(s)
-        ref = s.get("$ref")
-        if isinstance(ref, str):
-            todo.append(_resolve(root, ref))
-        for key in ("allOf", "anyOf", "oneOf"):
-            if isinstance(s.get(key), list):
-                todo.extend(s[key])
-        todo.extend(s[k] for k in ("if", "then", "else") if k in s)
-    return out
-
-
-def _resolve(root: Any, ref: str) -> Any:
-    if not ref.startswith("#"):
-        return None
-    node = root
-    for part in ref[1:].split("/")[1:]:
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict):
-            node = node.get(part)
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    return node
-
-
-def _member_schemas(merged: list[dict[str, Any]], key: str) -> list[Any]:
-    out = []
-    for s in merged:
-        props = s.get("properties")
-        if isinstance(props, dict) and key in props:
-            out.append(props[key])
-        patterns = s.get("patternProperties")
-        if isinstance(patterns, dict):
-            for p, sub in patterns.items():
-                try:
-                    if re.search(p, key):
-                        out.append(sub)
-                except re.error:
-                    continue
-        if isinstance(s.get("additionalProperties"), dict):
-            out.append(s["additionalProperties"])
-    return out
-
-
-def _item_schemas(merged: list[dict[str, Any]], i: int) -> list[Any]:
-    out = []
-    for s in merged:
-        prefix = s.get("prefixItems")
-        items = s.get("items")
-        if isinstance(items, list):  # draft-04 tuple form
-            prefix, items = items, s.get("additionalItems")
-        if isinstance(prefix, list) and i < len(prefix):
-            out.append(prefix[i])
-        elif isinstance(items, dict):
-            out.append(items)
-    return out

@@ -393,11 +393,11 @@ def test_declared_layout_is_what_the_constraint_accepts(
 @pytest.mark.parametrize(
     ("schema", "instance", "expected"),
     [
-        # `required` read before `properties` when the schema lists it first.
+        # `properties` lead even when the schema lists `required` first.
         (
             {"required": ["b"], "properties": {"a": {}, "b": {}}},
-            {"a": 1, "b": 2},
-            '{"b": 2, "a": 1}',
+            {"b": 2, "a": 1},
+            '{"a": 1, "b": 2}',
         ),
         # Own names first, then in-place subschemas in key order; nested objects by their own
         # schemas, reached through `$ref` and `items`.
@@ -434,6 +434,12 @@ def test_declared_layout_is_what_the_constraint_accepts(
         ),
         # Non-ASCII text is written raw, as a model writes it; --compact drops the spaces.
         ({"properties": {"n": {}}}, {"n": "café"}, '{"n": "café"}'),
+        # Required names without a property come after the properties, in their own order.
+        (
+            {"required": ["z", "b", "y"], "properties": {"a": {}, "b": {}}},
+            {"y": 4, "z": 3, "b": 1, "a": 2},
+            '{"a": 2, "b": 1, "z": 3, "y": 4}',
+        ),
     ],
 )
 def test_declared_order_follows_the_layout_rules(

@@ -219,3 +219,13 @@ def test_large_free_values_raise_within_bounded_memory() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("limit max_hir_nodes"), done.stdout
+
+
+def test_members_follow_the_properties_order_whatever_key_comes_first() -> None:
+    """``required`` listed before ``properties`` (common in the wild) does not reorder members."""
+    names = [f"p{i}" for i in range(12)]
+    schema = {"type": "object", "required": ["p5", "p1"], "properties": {n: {} for n in names}}
+    dfa = guided._lib.schema_dfa(json.dumps(schema))
+    assert dfa.match(json.dumps(dict.fromkeys(names, 1)))
+    assert not dfa.match(json.dumps({"p5": 1, "p1": 1}))
+    assert dfa.match(json.dumps({"p1": 1, "p5": 1}))

@@ -3,12 +3,12 @@
 A regular language cannot admit every permutation of an object's members without a factorial blow
 up, so the schema compiler fixes one order: the *declared order* of each location, the order in
 which property names first appear in a depth-first walk of the schemas that apply there (each schema
-read in its own key order: ``properties`` keys, ``required`` entries, ``dependentRequired`` and
-draft-4 ``dependencies`` keys and values, ``dependentSchemas`` keys, the keys of object values in
-``const`` and ``enum``; then the subschemas applied in place: ``$ref``, ``allOf``, ``anyOf``,
-``oneOf``, ``if``, ``then``, ``else``, ``not``, ``dependentSchemas``). Members with undeclared names
-follow the declared ones. ``guided check`` uses :func:`declared_dumps` to ask "would the constraint
-have let a model write this value?" rather than "is this text in that order?".
+read as its ``properties`` keys, then in its own key order: ``required`` entries,
+``dependentRequired`` and draft-4 ``dependencies`` keys and values, ``dependentSchemas`` keys, the
+keys of object values in ``const`` and ``enum``; then the subschemas applied in place: ``$ref``,
+``allOf``, ``anyOf``, ``oneOf``, ``if``, ``then``, ``else``, ``not``, ``dependentSchemas``). Members
+with undeclared names follow the declared ones. ``guided check`` uses :func:`declared_dumps` to ask
+"would the constraint have let a model write this value?" rather than "is this text in that order?".
 
 The walk here follows the compiler's strict reading, which unions the names of every alternative;
 inside an ``anyOf`` branch the compiler may use the branch's own order instead, so ``guided check``
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["declared_dumps"]
+__all__ = ["declared_dumps", "declared_reorder"]
 
 _IN_PLACE_SINGLE = ("not", "if", "then", "else")
 _IN_PLACE_ARRAYS = ("allOf", "anyOf", "oneOf")
@@ -95,8 +95,10 @@ def _in_place(doc: _Document, schema: Any) -> Iterator[Any]:
 def _own_names(doc: _Document, schema: Any) -> Iterator[str]:
     if not isinstance(schema, dict) or (doc.ref_overrides_siblings and "$ref" in schema):
         return
+    if isinstance(schema.get("properties"), dict):
+        yield from schema["properties"]
     for key, value in schema.items():
-        if key in ("properties", "dependentSchemas", "const") and isinstance(value, dict):
+        if key in ("dependentSchemas", "const") and isinstance(value, dict):
             yield from value
         elif key == "required" and isinstance(value, list):
             yield from (v for v in value if isinstance(v, str))
@@ -207,12 +209,16 @@ def _reorder(doc: _Document, value: Any, schemas: list[Any]) -> Any:
     return value
 
 
+def declared_reorder(instance: Any, schema: Any) -> Any:
+    """``instance`` with every object's members in the declared order (a copy)."""
+    return _reorder(_Document(schema), instance, [schema])
+
+
 def declared_dumps(instance: Any, schema: Any, *, compact: bool = False) -> str:
     """``json.dumps`` of ``instance`` with every object's members in the declared order.
 
     Non-ASCII characters are written raw (UTF-8), as a model writes them; ``compact`` drops the
     spaces after ``:`` and ``,``.
     """
-    doc = _Document(schema)
     separators = (",", ":") if compact else (", ", ": ")
-    return json.dumps(_reorder(doc, instance, [schema]), ensure_ascii=False, separators=separators)
+    return json.dumps(declared_reorder(instance, schema), ensure_ascii=False, separators=separators)
