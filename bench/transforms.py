@@ -1,12 +1,13 @@
 """Transforms benchmark: guided's batched transforms against Transformers' processors row by row.
 
-Workload: 64 rows over a 128k vocabulary (CPU), logits shaped like a language model's (a Zipf
-distribution over a random permutation of the vocabulary, plus noise), every row with its own
-settings (a temperature, a k, a p, a penalty, an n-gram size ... drawn per row) and its own history
-(a 200-token prompt and 100 drawn tokens with repetitions). Transformers' processors take one
-setting for the whole batch, so per-row settings mean one processor per row, called on that row:
-the baseline is that loop. Frequency and presence penalties have no Transformers processor; their
-baseline is vLLM's formula applied row by row (a bincount and a subtraction).
+Workload: 64 rows over a 128k vocabulary (CPU by default, ``--device cuda`` for a GPU), logits
+shaped like a language model's (a Zipf distribution over a random permutation of the vocabulary,
+plus noise), every row with its own settings (a temperature, a k, a p, a penalty, an n-gram size ...
+drawn per row) and its own history (a 200-token prompt and 100 drawn tokens with repetitions).
+Transformers' processors take one setting for the whole batch, so per-row settings mean one
+processor per row, called on that row: the baseline is that loop. Frequency and presence penalties
+have no Transformers processor; their baseline is vLLM's formula applied row by row (a bincount and
+a subtraction).
 
 Each line times one transform called as a pure function (its copy of the logits included), then a
 realistic chain: repetition penalty, no-repeat 3-grams, temperature, top-k, top-p and min-p, and a
@@ -54,16 +55,18 @@ def lm_logits(rows: int, vocab: int, seed: int) -> torch.Tensor:
 
 
 class Workload:
-    def __init__(self, rows: int, vocab: int, seed: int) -> None:
+    def __init__(self, rows: int, vocab: int, seed: int, device: torch.device) -> None:
         rng = np.random.default_rng(seed)
-        self.rows, self.vocab = rows, vocab
-        self.logits = lm_logits(rows, vocab, seed)
+        self.rows, self.vocab, self.device = rows, vocab, device
+        self.logits = lm_logits(rows, vocab, seed).to(device)
         # Histories from a few hundred ids, so tokens and n-grams repeat as in real text.
         self.prompts = [rng.integers(0, 400, 200).tolist() for _ in range(rows)]
         self.outputs = [rng.integers(0, 400, 100).tolist() for _ in range(rows)]
-        self.state = DecodeState.from_lists(self.prompts, self.outputs, budget=16)
-        self.ids = [torch.tensor([p + o]) for p, o in zip(self.prompts, self.outputs)]
-        self.prompt_ids = [torch.tensor([p]) for p in self.prompts]
+        self.state = DecodeState.from_lists(self.prompts, self.outputs, budget=16, device=device)
+        self.ids = [
+            torch.tensor([p + o], device=device) for p, o in zip(self.prompts, self.outputs)
+        ]
+        self.prompt_ids = [torch.tensor([p], device=device) for p in self.prompts]
         pick = lambda values: [values[i % len(values)] for i in range(rows)]  # noqa: E731
         self.temperature = pick([0.7, 0.8, 1.0, 1.2])
         self.top_k = pick([20, 50, 100, 40])
@@ -103,7 +106,7 @@ def per_row(
 
 def vllm_counts(w: Workload, use: str) -> Callable[[], None]:
     penalties = w.frequency if use == "frequency" else w.presence
-    outputs = [torch.tensor(o) for o in w.outputs]
+    outputs = [torch.tensor(o, device=w.device) for o in w.outputs]
     rows = [w.logits[i : i + 1] for i in range(w.rows)]
 
     def run() -> None:
@@ -264,14 +267,22 @@ def chains(w: Workload) -> list[tuple[str, T.LogitTransform, Callable[[], None]]
     ]
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
+def timed(fn: Callable[[], Any], repeat: int, device: torch.device) -> tuple[float, float]:
     """(wall, CPU) seconds per call, medians of ``repeat`` rounds. The CPU time is the process's
-    (all its threads): on a machine shared with other work it is the steadier figure."""
+    (all its threads): on a machine shared with other work it is the steadier figure. On a GPU
+    each round ends when the device has finished its queued work."""
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     fn()
+    sync()
     wall, cpu = [], []
     for _ in range(repeat):
         start, start_cpu = time.perf_counter(), time.process_time()
         fn()
+        sync()
         wall.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     return median(wall), median(cpu)
@@ -282,12 +293,14 @@ def measure(
 ) -> list[dict[str, Any]]:
     out = []
     for name, transform, baseline in items:
+        # Parameter tensors live where the logits do, so a call moves nothing.
+        on_device = transform.to(w.device)
 
-        def ours(transform: T.LogitTransform = transform) -> None:
+        def ours(transform: T.LogitTransform = on_device) -> None:
             transform(w.state, w.logits)
 
-        guided_wall, guided_cpu = timed(ours, repeat)
-        loop_wall, loop_cpu = timed(baseline, repeat)
+        guided_wall, guided_cpu = timed(ours, repeat, w.device)
+        loop_wall, loop_cpu = timed(baseline, repeat, w.device)
         row = {
             "transform": name,
             "guided_ms": guided_wall * 1e3,
@@ -313,7 +326,9 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=128_000)
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per figure")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1, ...)")
     args = parser.parse_args()
+    device = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     environment = {
@@ -322,10 +337,13 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "load_average": os.getloadavg(),
+        "device": str(device)
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
     }
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()}")
     print(f"{args.rows} rows x {args.vocab} vocabulary, per-row settings (ms per call, median)")
-    w = Workload(args.rows, args.vocab, seed=0)
+    print(f"device {environment['device']}")
+    w = Workload(args.rows, args.vocab, seed=0, device=device)
     print(
         f"{'':<42} {'--- wall ms (median) ---':>29}  {'--- CPU ms (median) ---':>28}\n"
         f"{'transform':<42} {'guided':>9} {'per-row':>10} {'ratio':>8}"
