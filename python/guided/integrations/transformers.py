@@ -283,7 +283,7 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
         *,
         eos_token_ids: EosIds = None,
         pad_token_id: int | None = None,
-        max_states: int = 20_000,
+        max_states: int = 100_000,
         threads: int | None = None,
         cache: IndexCache | None = None,
         **options: Any,
