@@ -45,24 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import median, percentile, shared_root, table, write_results
 from guided._canonical import declared_reorder
 
-BENCH_SUBSETS = (
-    "Github_trivial",
-    "Github_easy",
-    "Github_medium",
-    "Github_hard",
-    "Github_ultra",
-    "Glaiveai2K",
-    "JsonSchemaStore",
-    "Kubernetes",
-    "Snowplow",
-    "WashingtonPost",
-    "MaskBench_BFCL",
-    "MaskBench_Handwritten",
-    "MaskBench_JME",
-    "MaskBench_MCPspec",
-    "MaskBench_Synthesized",
-)
 JSTS = "JSON-Schema-Test-Suite"
+
+
+def bench_subsets() -> list[str]:
+    """The JSONSchemaBench subsets present in the shared corpus, by name."""
+    return sorted(p.stem for p in (shared_root() / "corpus" / "jsonschemabench").glob("*.jsonl"))
+
+
 ENGINES = ("guided", "llguidance", "xgrammar", "outlines")
 EOS = 256
 
@@ -369,13 +359,15 @@ def progress(cases: list[Case]) -> Iterator[Case]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--subsets", nargs="*", default=[*BENCH_SUBSETS, JSTS])
+    parser.add_argument("--subsets", nargs="*", default=None, help="default: all, and the suite")
     parser.add_argument("--engines", nargs="*", default=list(ENGINES), choices=ENGINES)
     parser.add_argument("--limit", type=int, default=None, help="schemas per subset")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per schema and engine")
     parser.add_argument("--failures", type=int, default=20, help="failures listed per engine")
     args = parser.parse_args()
 
+    if args.subsets is None:
+        args.subsets = [*bench_subsets(), JSTS]
     cases = load_cases(args.subsets, args.limit)
     workers = {e: Worker(e) for e in args.engines}
     tallies: dict[tuple[str, str], Tally] = {}
