@@ -108,7 +108,6 @@ impl SmallDfa {
     }
 }
 
-/// Number of nodes in an HIR (its size as the budgets count it).
 /// The number of nodes of `h`, or `None` when it has more than `limit` (counting no further).
 pub(crate) fn hir_size_within(h: &Hir, limit: usize) -> Option<usize> {
     let mut count = 0usize;
@@ -127,14 +126,11 @@ pub(crate) fn hir_size_within(h: &Hir, limit: usize) -> Option<usize> {
     Some(count)
 }
 
+/// Number of nodes in an HIR (its size as the budgets count it), counted iteratively so that a
+/// deep expression cannot exhaust the stack.
 pub(crate) fn hir_size(h: &Hir) -> usize {
-    match h {
-        Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,
-        Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => {
-            1 + v.iter().map(hir_size).sum::<usize>()
-        }
-        Hir::Repeat { sub, .. } | Hir::Complement(sub) => 1 + hir_size(sub),
-    }
+    // With no limit the count always completes.
+    hir_size_within(h, usize::MAX).unwrap_or(usize::MAX)
 }
 
 /// An expression for the language of `dfa`, spelling symbol `s` as `symbol(s)`; `None` when the
