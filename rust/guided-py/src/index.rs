@@ -134,7 +134,7 @@ impl PyTokenIndex {
         let d = dfa.get();
         let automaton = Arc::clone(&d.inner);
         let source = Source::Regex {
-            pattern: d.pattern.clone(),
+            pattern: d.source_pattern(py)?,
             max_states: d.max_states,
         };
         Self::build(py, vocab, source, move |v, trie| {
