@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use guided_core::dfa::{Dfa, DfaConfig};
-use guided_core::json_schema::strip_barriers;
+use guided_core::json_schema::expand_shared;
 use guided_core::regex::{self, Hir};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
@@ -40,7 +40,7 @@ impl PyDfa {
         match &self.source {
             DfaSource::Pattern(p) => Ok(p.clone()),
             DfaSource::Schema { hir, limit } => {
-                guard(py, || Ok(strip_barriers(hir, *limit)?.to_string()))
+                guard(py, || Ok(expand_shared(hir, *limit)?.to_string()))
             }
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use guided_core::dfa::{Dfa, DfaConfig};
 pub(crate) use guided_core::json_schema::json_schema_to_hir;
-use guided_core::json_schema::{strip_barriers, SchemaOptions};
+use guided_core::json_schema::{expand_shared, SchemaOptions};
 use guided_core::Error;
 use pyo3::prelude::*;
 
@@ -78,7 +78,7 @@ pub fn json_schema_to_regex(
     guard_detached(py, || {
         let value = parse_schema(&schema)?;
         let compiled = json_schema_to_hir(&value, &opts)?;
-        let pattern = strip_barriers(&compiled.hir, opts.max_hir_nodes)?.to_string();
+        let pattern = expand_shared(&compiled.hir, opts.max_hir_nodes)?.to_string();
         Ok((pattern, compiled.warnings))
     })
 }

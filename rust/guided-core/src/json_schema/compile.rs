@@ -20,11 +20,20 @@
 //! unconstrained values and of recursion is taken from the positive side's depth, so that the
 //! complement is exact for every text the positive side can produce.
 //!
+//! Real schemas repeat themselves: one definition is referenced from many places, every object
+//! that admits extra members holds "any JSON value", and the comma construction of objects copies
+//! member values. Two mechanisms keep that from multiplying the work. Compiled locations are
+//! memoized (the same parts in the same context give the same language; see
+//! [`Compiler::compile_loc`] for what the context is), and large languages are put behind
+//! [`Hir::Shared`] nodes ([`Compiler::barrier`]), interned by contents, so that a copy is a pointer
+//! and the automaton layer builds each of them once. The expression the compiler returns is then a
+//! DAG whose size is its distinct nodes; spelled out as a pattern it can be far larger.
+//!
 //! Termination and size: every call counts against `max_work`, nesting against `max_nesting`, and a
 //! `$ref` already expanded `max_recursion_depth` times among a location's ancestors stops the
 //! unrolling there (the location then admits nothing, and a result that is empty only for that
 //! reason is reported as a size limit rather than returned). Values the schema leaves free nest at
-//! most `max_recursion_depth` containers deep.
+//! most `max_free_depth` containers deep.
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};

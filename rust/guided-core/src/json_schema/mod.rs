@@ -121,7 +121,7 @@ impl Default for SchemaOptions {
 /// A compiled schema: the language, and the keywords ignored in non-strict mode.
 ///
 /// The HIR holds [`Hir::Shared`] nodes: languages copied by reference, which the automaton layer
-/// builds once each (see [`strip_barriers`] for the expression they stand for).
+/// builds once each ([`expand_shared`] spells them out).
 #[derive(Debug, Clone)]
 pub struct Compiled {
     /// The language of the admitted JSON texts.
@@ -199,7 +199,7 @@ fn compile_schema(schema: &Value, opts: &SchemaOptions, memoize: bool) -> Result
 /// The expansion repeats each shared language at every place it occurs, which can be far larger
 /// than `h` itself; it is refused with [`Error::SizeLimit`] (`max_pattern_nodes`) past `limit`
 /// nodes, before anything is built.
-pub fn strip_barriers(h: &Hir, limit: usize) -> Result<Hir> {
+pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
     fn expand(h: &Hir) -> Hir {
         match h {
             Hir::Shared(s) => expand(s.hir()),
@@ -224,7 +224,7 @@ pub fn strip_barriers(h: &Hir, limit: usize) -> Result<Hir> {
 pub fn json_schema_to_regex(schema: &Value, opts: &SchemaOptions) -> Result<(String, Vec<String>)> {
     let c = json_schema_to_hir(schema, opts)?;
     Ok((
-        strip_barriers(&c.hir, opts.max_hir_nodes)?.to_string(),
+        expand_shared(&c.hir, opts.max_hir_nodes)?.to_string(),
         c.warnings,
     ))
 }
