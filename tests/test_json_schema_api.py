@@ -198,27 +198,44 @@ def test_whitespace_presets() -> None:
     assert tight.fullmatch('{"a":[1,2]}') and not tight.fullmatch('{"a": [1, 2]}')
 
 
-def test_large_free_values_raise_within_bounded_memory() -> None:
-    """Thirty members, each an object whose extras nest six levels deep: every member is within
-    the node limit, the object is far past it. The compiler must refuse it while building, so a
-    child process capped at 3 GiB of address space sees ``SizeLimitError``, not an allocation
-    failure."""
+def test_large_free_values_stay_within_bounded_memory() -> None:
+    """Thirty members, each an object whose extras nest six levels deep. The expression shares one
+    free-value language among all of them, so compiling it is cheap; spelled out as a pattern it
+    is far past the node limit, and its full automaton past the state limit. In a child process
+    capped at 3 GiB of address space, each path must end in a result or ``SizeLimitError``, never
+    an allocation failure: the pattern is refused by name, the full DFA by its state limit, and the
+    lazy index builds."""
     script = (
-        "import resource, guided\n"
+        "import json, resource, guided\n"
         "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
         "members = {f'p{i}': {'type': 'object'} for i in range(30)}\n"
         "schema = {'type': 'object', 'properties': members}\n"
         "try:\n"
         "    guided.json_schema_to_regex(schema, max_free_depth=6)\n"
         "except guided.SizeLimitError as e:\n"
-        "    print('limit', e.limit)\n"
+        "    print('pattern', e.limit)\n"
+        "try:\n"
+        "    guided._lib.schema_dfa(json.dumps(schema), max_free_depth=6)\n"
+        "except guided.SizeLimitError as e:\n"
+        "    print('dfa', e.limit)\n"
+        "tokens = [bytes([b]) for b in range(256)] + [None]\n"
+        "vocab = guided.Vocabulary(tokens, eos_token_ids=[256])\n"
+        "index = guided.TokenIndex.from_json_schema(schema, vocab, max_free_depth=6)\n"
+        "state = index.initial_state\n"
+        "for b in b'{\"p3\": {\"x\": [[[[{}]]]]}, \"z\": 1}':\n"
+        "    state = index.next_state(state, b)\n"
+        "print('index', index.is_accepting(state))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("limit max_hir_nodes"), done.stdout
+    assert done.stdout.split("\n")[:3] == [
+        "pattern max_pattern_nodes",
+        "dfa max_states",
+        "index True",
+    ], done.stdout
 
 
 def test_members_follow_the_properties_order_whatever_key_comes_first() -> None:

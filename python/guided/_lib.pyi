@@ -106,7 +106,7 @@ class TokenIndex:
         strict: bool = True,
         coerce_one_of: bool = False,
         assert_formats: bool = True,
-        max_states: int = 100000,
+        max_states: int = 200000,
     ) -> TokenIndex: ...
     @property
     def initial_state(self) -> int: ...
@@ -177,7 +177,7 @@ def schema_dfa(
     strict: bool = True,
     coerce_one_of: bool = False,
     assert_formats: bool = True,
-    max_states: int = 100000,
+    max_states: int = 200000,
 ) -> DFA: ...
 def compile_stop_strings(
     vocab: Vocabulary,

@@ -69,7 +69,6 @@ from guided import (
     InvalidTokenError,
     TokenIndex,
     Vocabulary,
-    json_schema_to_regex,
 )
 from guided._vocab import from_huggingface
 from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
@@ -272,7 +271,7 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
 
     ``schema`` is a dict, its JSON text, or a pydantic model class. The options are those of
     :func:`guided.json_schema_to_regex` (``whitespace``, ``max_recursion_depth``, ``strict``, ...);
-    the index is built from that regex, which is exactly the schema's language. It comes from
+    the index holds exactly the schema's language (that regex's). It comes from
     ``cache`` (default: the tokenizer's own, see :func:`index_cache_of`).
     """
 
@@ -283,15 +282,16 @@ class JSONSchemaLogitsProcessor(GuidedLogitsProcessor):
         *,
         eos_token_ids: EosIds = None,
         pad_token_id: int | None = None,
-        max_states: int = 100_000,
+        max_states: int = 200_000,
         threads: int | None = None,
         cache: IndexCache | None = None,
         **options: Any,
     ) -> None:
         if hasattr(schema, "model_json_schema"):
             schema = schema.model_json_schema()
-        pattern = json_schema_to_regex(schema, **options)
         if cache is None:
             cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
-        index = cache.regex(pattern, max_states=max_states)
+        # Built from the schema's own expression, not its printed pattern: the expression shares
+        # repeated languages, which the printed pattern would spell out once per copy.
+        index = cache.json_schema(schema, max_states=max_states, **options)
         super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)

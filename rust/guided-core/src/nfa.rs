@@ -32,13 +32,16 @@
 //! each case is entered behind the matching assertion. The cost is up to four products, paid only
 //! by patterns that need it; the DFA state limit bounds each of them.
 //!
-//! Generated patterns repeat themselves: the JSON Schema compiler wraps every large value language
-//! in a one-operand intersection (a minimization barrier) and copies it wherever the value may
-//! stand, so one "any JSON value" language can occur hundreds of times in one schema. The automata
-//! built for intersections and complements are therefore memoized for the duration of one
-//! construction, nested constructions included, keyed by the expression and its anchoring case:
-//! each distinct operand is determinized and minimized once, and later occurrences only pay for
-//! the hash of their expression and for being embedded.
+//! Generated patterns repeat themselves: the JSON Schema compiler puts every large value language
+//! behind a [`Hir::Shared`] node and copies that node wherever the value may stand, so one "any
+//! JSON value" language can occur thousands of times in one schema. A shared node is built like a
+//! one-operand intersection: determinized and minimized on its own, then embedded. That makes it a
+//! minimization barrier too, so the enclosing subset construction sees copies of a minimal
+//! automaton rather than of an expression tree. The automata built for intersections, complements
+//! and shared nodes are memoized for the duration of one construction, nested constructions
+//! included, keyed by the expression (a shared node by its identity) and its anchoring case: each
+//! distinct operand is determinized and minimized once, and later occurrences only pay for being
+//! embedded, one NFA state or two per DFA state.
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -302,7 +305,7 @@ impl Builder {
                 })
             }
             Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
-            Hir::Intersection(_) | Hir::Complement(_) => self.boolean(hir),
+            Hir::Intersection(_) | Hir::Complement(_) | Hir::Shared(_) => self.boolean(hir),
         }
     }
 
@@ -439,9 +442,9 @@ impl Builder {
         }
     }
 
-    /// Intersection or complement: a product DFA per anchoring case, embedded.
+    /// Intersection, complement or shared expression: a (product) DFA per anchoring case, embedded.
     fn boolean(&mut self, hir: &Hir) -> Result<Frag> {
-        let (has_start, has_end) = anchors_in(hir);
+        let (has_start, has_end) = hir.anchors();
         let starts: &[Option<bool>] = if has_start {
             &[Some(true), Some(false)]
         } else {
@@ -539,6 +542,7 @@ impl Builder {
                 let d = operand(sub)?;
                 product::complement(&d, &self.dfa_config)
             }
+            Hir::Shared(s) => operand(s.hir()),
             other => operand(other),
         }
     }
@@ -588,23 +592,6 @@ impl Builder {
             start: entry[dfa.start() as usize],
             end,
         })
-    }
-}
-
-/// Whether `hir` contains a start anchor and an end anchor anywhere, operands of intersections and
-/// complements included.
-fn anchors_in(hir: &Hir) -> (bool, bool) {
-    match hir {
-        Hir::Look(Look::Start) => (true, false),
-        Hir::Look(Look::End) => (false, true),
-        Hir::Empty | Hir::Literal(_) | Hir::Class(_) => (false, false),
-        Hir::Repeat { sub, .. } | Hir::Complement(sub) => anchors_in(sub),
-        Hir::Concat(c) | Hir::Alternation(c) | Hir::Intersection(c) => {
-            c.iter().fold((false, false), |(s, e), h| {
-                let (hs, he) = anchors_in(h);
-                (s || hs, e || he)
-            })
-        }
     }
 }
 

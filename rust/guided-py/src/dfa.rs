@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use guided_core::dfa::{Dfa, DfaConfig};
-use guided_core::regex;
+use guided_core::json_schema::expand_shared;
+use guided_core::regex::{self, Hir};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
@@ -19,11 +20,31 @@ use crate::errors::{guard, guard_detached, guided_error};
 #[pyclass(name = "DFA", module = "guided._lib", frozen)]
 pub struct PyDfa {
     pub(crate) inner: Arc<Dfa>,
-    pub(crate) pattern: String,
+    pub(crate) source: DfaSource,
     pub(crate) max_states: usize,
 }
 
+/// What a DFA was built from, which is what pickling and `pattern` give back.
+pub(crate) enum DfaSource {
+    /// A pattern, as the caller wrote it.
+    Pattern(String),
+    /// A compiled schema, printed on demand: the printed form spells out every copy of every
+    /// shared language, so it can be much larger than the automaton, and past `limit` nodes
+    /// printing it is a `SizeLimitError`.
+    Schema { hir: Hir, limit: usize },
+}
+
 impl PyDfa {
+    /// The pattern the automaton was compiled from (printed now for a schema's automaton).
+    pub(crate) fn source_pattern(&self, py: Python<'_>) -> PyResult<String> {
+        match &self.source {
+            DfaSource::Pattern(p) => Ok(p.clone()),
+            DfaSource::Schema { hir, limit } => {
+                guard(py, || Ok(expand_shared(hir, *limit)?.to_string()))
+            }
+        }
+    }
+
     fn check_state(&self, py: Python<'_>, state: i64) -> PyResult<u32> {
         if state < 0 || state as usize >= self.inner.num_states() {
             return Err(guided_error(
@@ -49,15 +70,15 @@ impl PyDfa {
         })?;
         Ok(PyDfa {
             inner: Arc::new(dfa),
-            pattern,
+            source: DfaSource::Pattern(pattern),
             max_states,
         })
     }
 
     /// The pattern this DFA was compiled from.
     #[getter]
-    fn pattern(&self) -> &str {
-        &self.pattern
+    fn pattern(&self, py: Python<'_>) -> PyResult<String> {
+        self.source_pattern(py)
     }
 
     /// Number of states, the dead state included.
@@ -165,13 +186,16 @@ impl PyDfa {
     ) -> PyResult<((String,), Bound<'py, pyo3::types::PyDict>)> {
         let kwargs = pyo3::types::PyDict::new(py);
         kwargs.set_item("max_states", self.max_states)?;
-        Ok(((self.pattern.clone(),), kwargs))
+        Ok(((self.source_pattern(py)?,), kwargs))
     }
 
     fn __repr__(&self) -> String {
+        let source = match &self.source {
+            DfaSource::Pattern(p) => format!("{p:?}"),
+            DfaSource::Schema { .. } => "<JSON Schema>".to_string(),
+        };
         format!(
-            "DFA({:?}, num_states={}, num_classes={})",
-            self.pattern,
+            "DFA({source}, num_states={}, num_classes={})",
             self.inner.num_states(),
             self.inner.classes().num_classes()
         )

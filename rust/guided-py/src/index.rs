@@ -23,11 +23,11 @@ use guided_core::Error;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 
 /// The default state budget of schema automata. Generated languages are larger than hand-written
-/// patterns: a `format` under a `maxLength`, or a minimization barrier around a member with free
-/// extras, is one DFA built eagerly, and 20,000 states (the regex default) refused about 75 of the
-/// 1,278 schemas in `bench/schema.py` that compile within 100,000 (in at most a few seconds and a
-/// few hundred MB).
-pub(crate) const SCHEMA_MAX_STATES: usize = 100_000;
+/// patterns: a `format` under a `maxLength`, or a large member value (every shared language is
+/// one DFA built eagerly), and 20,000 states (the regex default) refused about 75 of the 1,278
+/// schemas in `bench/schema.py`. At 200,000 a further 17 compile (member values of 140,000 to
+/// 180,000 states), each in at most a few seconds and under a GB.
+pub(crate) const SCHEMA_MAX_STATES: usize = 200_000;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use rayon::prelude::*;
@@ -134,7 +134,7 @@ impl PyTokenIndex {
         let d = dfa.get();
         let automaton = Arc::clone(&d.inner);
         let source = Source::Regex {
-            pattern: d.pattern.clone(),
+            pattern: d.source_pattern(py)?,
             max_states: d.max_states,
         };
         Self::build(py, vocab, source, move |v, trie| {

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use guided_core::dfa::{Dfa, DfaConfig};
 pub(crate) use guided_core::json_schema::json_schema_to_hir;
-use guided_core::json_schema::{strip_barriers, SchemaOptions};
+use guided_core::json_schema::{expand_shared, SchemaOptions};
 use guided_core::Error;
 use pyo3::prelude::*;
 
-use crate::dfa::PyDfa;
+use crate::dfa::{DfaSource, PyDfa};
 use crate::errors::guard_detached;
 
 /// serde_json's default nesting limit, reported as the size limit it is.
@@ -78,7 +78,8 @@ pub fn json_schema_to_regex(
     guard_detached(py, || {
         let value = parse_schema(&schema)?;
         let compiled = json_schema_to_hir(&value, &opts)?;
-        Ok((strip_barriers(&compiled.hir).to_string(), compiled.warnings))
+        let pattern = expand_shared(&compiled.hir, opts.max_hir_nodes)?.to_string();
+        Ok((pattern, compiled.warnings))
     })
 }
 
@@ -106,15 +107,16 @@ pub fn schema_dfa(
         coerce_one_of,
         assert_formats,
     );
-    let (dfa, pattern) = guard_detached(py, || {
+    let limit = opts.max_hir_nodes;
+    let (dfa, hir) = guard_detached(py, || {
         let value = parse_schema(&schema)?;
         let compiled = json_schema_to_hir(&value, &opts)?;
         let dfa = Dfa::from_hir(&compiled.hir, &DfaConfig { max_states })?;
-        Ok((dfa, strip_barriers(&compiled.hir).to_string()))
+        Ok((dfa, compiled.hir))
     })?;
     Ok(PyDfa {
         inner: Arc::new(dfa),
-        pattern,
+        source: DfaSource::Schema { hir, limit },
         max_states,
     })
 }

@@ -22,9 +22,12 @@
 //!
 //! Every stage is bounded: [`DfaConfig::max_states`] caps the states the subset and product
 //! constructions may create (checked before each new state, so a pattern with an exponential DFA
-//! fails after `max_states` states of work, not after exhausting memory), and the NFA has its own
-//! limit ([`crate::nfa::NfaConfig`]). The limit applies to the unminimized construction, which can
-//! be larger than the minimal result.
+//! fails after a bounded amount of work, not after exhausting memory), and the NFA has its own
+//! limit ([`crate::nfa::NfaConfig`]). The limit is meant for the automaton a caller gets, which is
+//! the minimal one; the subset construction before minimization is often several times larger
+//! (generated languages repeat themselves, and the repeats only merge when minimized), so
+//! [`Dfa::from_nfa`] lets it build up to [`UNMINIMIZED_FACTOR`] times `max_states` and then holds
+//! the minimal result to `max_states`. Both failures are the `max_states` limit.
 
 pub mod classes;
 pub mod determinize;
@@ -34,7 +37,7 @@ pub mod product;
 pub use classes::ByteClasses;
 pub use determinize::Determinizer;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
 use rustc_hash::FxHashMap;
@@ -93,6 +96,9 @@ pub struct Dfa {
     finals: Vec<bool>,
 }
 
+/// How many times `max_states` the subset construction may build before minimization.
+pub const UNMINIMIZED_FACTOR: usize = 4;
+
 const DEAD: u32 = 0;
 const START: u32 = 1;
 
@@ -117,10 +123,27 @@ impl Dfa {
         Self::from_nfa(nfa, anchors, config)
     }
 
-    /// The minimal DFA of `nfa`, reading input placed in the text as `anchors` says.
+    /// The minimal DFA of `nfa`, reading input placed in the text as `anchors` says; the subset
+    /// construction may build up to [`UNMINIMIZED_FACTOR`] times `config.max_states` states, the
+    /// result at most `config.max_states`.
     pub fn from_nfa(nfa: Nfa, anchors: Anchors, config: &DfaConfig) -> Result<Dfa> {
-        let raw = determinize::determinize(nfa, anchors, config.max_states)?;
-        Ok(Self::from_minimal(minimize::minimize(&raw)))
+        let max = config.max_states;
+        let budget = max.saturating_mul(UNMINIMIZED_FACTOR);
+        let raw = determinize::determinize(nfa, anchors, budget).map_err(|e| match e {
+            // Report the configured limit, not the construction's multiple of it.
+            Error::SizeLimit { limit, value, .. } if limit == "max_states" => Error::SizeLimit {
+                limit,
+                value,
+                maximum: max as u64,
+            },
+            other => other,
+        })?;
+        let minimal = minimize::minimize(&raw);
+        let n = minimal.accepting.len();
+        if n > max {
+            return Err(Error::size_limit("max_states", n, max));
+        }
+        Ok(Self::from_minimal(minimal))
     }
 
     /// Regroups the classes of a canonical minimal table by column and derives the final flags.

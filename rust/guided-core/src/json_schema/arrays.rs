@@ -158,11 +158,11 @@ impl<'a> Compiler<'a> {
             let c = item_ctx(self);
             let l = self.compile_loc(parts_at(i), &c)?;
             depth = depth.max(l.depth);
-            items.push(super::compile::barrier(l.hir));
+            items.push(self.barrier(l.hir));
         }
         let c = item_ctx(self);
         let mut rest = self.compile_loc(rest_parts.clone(), &c)?;
-        rest.hir = super::compile::barrier(rest.hir);
+        rest.hir = self.barrier(rest.hir);
         depth = depth.max(rest.depth);
         // Items that admit nothing end the array there.
         let mut hi = max;

@@ -20,12 +20,22 @@
 //! unconstrained values and of recursion is taken from the positive side's depth, so that the
 //! complement is exact for every text the positive side can produce.
 //!
+//! Real schemas repeat themselves: one definition is referenced from many places, every object
+//! that admits extra members holds "any JSON value", and the comma construction of objects copies
+//! member values. Two mechanisms keep that from multiplying the work. Compiled locations are
+//! memoized (the same parts in the same context give the same language; see
+//! [`Compiler::compile_loc`] for what the context is), and large languages are put behind
+//! [`Hir::Shared`] nodes ([`Compiler::barrier`]), interned by contents, so that a copy is a pointer
+//! and the automaton layer builds each of them once. The expression the compiler returns is then a
+//! DAG whose size is its distinct nodes; spelled out as a pattern it can be far larger.
+//!
 //! Termination and size: every call counts against `max_work`, nesting against `max_nesting`, and a
 //! `$ref` already expanded `max_recursion_depth` times among a location's ancestors stops the
 //! unrolling there (the location then admits nothing, and a result that is empty only for that
 //! reason is reported as a size limit rather than returned). Values the schema leaves free nest at
-//! most `max_recursion_depth` containers deep.
+//! most `max_free_depth` containers deep.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
@@ -34,7 +44,7 @@ use serde_json::Value;
 use super::keywords::{constrains, scalars, Scalars, Types};
 use super::layout::{declared_names, Loc, Source};
 use super::numbers::{number_language, NumberSpec};
-use super::resolve::{Document, SchemaRef};
+use super::resolve::{Document, Draft, SchemaRef};
 use super::strings::{length_range, pattern_value, string_text, strings_except};
 use super::SchemaOptions;
 use crate::error::{Error, Result};
@@ -241,6 +251,82 @@ pub(crate) struct Compiler<'a> {
     free_values: HashMap<(u32, Option<u32>), Lang>,
     /// Expression nodes the remaining locations may still build (see [`BUILD_BUDGET_FACTOR`]).
     hir_budget: usize,
+    /// The shared nodes already charged to the budget, by id: a copy of one costs nothing more.
+    charged: HashSet<u64>,
+    /// Shared nodes by contents, so that equal languages built at different locations become one
+    /// node and so one automaton (see [`Compiler::barrier`]).
+    interned: HashMap<Hir, Hir>,
+    /// Compiled locations, for reuse wherever the same parts meet the same context.
+    locations: HashMap<LocKey, Vec<Memoized>>,
+    /// For each location being compiled, innermost last: the `$ref` targets whose count among
+    /// the ancestors decided something below it.
+    consulted: Vec<HashSet<Rc<str>>>,
+    /// The deepest nesting checked so far below the location being compiled.
+    deepest: Cell<usize>,
+    /// Whether compiled locations are reused (see [`Compiler::compile_loc`]).
+    pub(crate) memoize: bool,
+}
+
+/// What makes two locations the same for [`Compiler::compile_loc`], apart from the `$ref` counts
+/// recorded in [`Memoized::deps`].
+#[derive(PartialEq, Eq, Hash)]
+struct LocKey {
+    parts: Vec<PartKey>,
+    free: u32,
+    cover: Option<u32>,
+}
+
+#[derive(PartialEq, Eq, Hash)]
+enum PartKey {
+    Schema(SchemaKey),
+    Not(SchemaKey),
+    Require(Rc<str>),
+    Forbid(Rc<str>),
+}
+
+/// A schema by where it is and how it is read (its dynamic scope included, for `$dynamicRef`).
+#[derive(PartialEq, Eq, Hash)]
+struct SchemaKey {
+    ptr: Rc<str>,
+    base: Rc<str>,
+    draft: Draft,
+    scope: Vec<Rc<str>>,
+}
+
+impl LocKey {
+    fn new(parts: &[Part<'_>], ctx: &Ctx<'_>) -> LocKey {
+        let schema = |s: &SchemaRef<'_>| SchemaKey {
+            ptr: s.ptr.clone(),
+            base: s.base.clone(),
+            draft: s.draft,
+            scope: s.scope_bases(),
+        };
+        LocKey {
+            parts: parts
+                .iter()
+                .map(|p| match p {
+                    Part::Schema(s) => PartKey::Schema(schema(s)),
+                    Part::Not(s) => PartKey::Not(schema(s)),
+                    Part::Require(n) => PartKey::Require(n.clone()),
+                    Part::Forbid(n) => PartKey::Forbid(n.clone()),
+                })
+                .collect(),
+            free: ctx.free,
+            cover: ctx.cover,
+        }
+    }
+}
+
+/// A compiled location and what it depended on beyond its [`LocKey`].
+struct Memoized {
+    /// Each `$ref` target whose ancestor count was consulted below the location, with that count
+    /// as seen from the location: the entry applies where every count is the same.
+    deps: Vec<(Rc<str>, usize)>,
+    lang: Lang,
+    /// Whether recursion was cut below the location.
+    truncated: bool,
+    /// How much deeper than the location its nesting went.
+    below: usize,
 }
 
 impl<'a> Compiler<'a> {
@@ -256,7 +342,62 @@ impl<'a> Compiler<'a> {
             patterns: HashMap::new(),
             free_values: HashMap::new(),
             hir_budget: opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR),
+            charged: HashSet::new(),
+            interned: HashMap::new(),
+            locations: HashMap::new(),
+            consulted: Vec::new(),
+            deepest: Cell::new(0),
+            memoize: true,
         }
+    }
+
+    /// Puts `h` behind a shared node, to be determinized and minimized on its own before the
+    /// enclosing automaton is built, and copied by reference.
+    ///
+    /// The automaton layer builds every shared node (like every operand of an intersection) as its
+    /// own minimized DFA and embeds that, one NFA state per DFA state. A shared node is therefore a
+    /// minimization barrier: the value languages the compiler copies (a member's value appears
+    /// twice in the comma construction of objects, an unconstrained value holds four copies of the
+    /// level below it, every object admitting extras holds an unconstrained value) reach the
+    /// enclosing subset construction already minimized, instead of as copies of their whole
+    /// expression tree. Equal contents are interned into one node, which the automaton layer then
+    /// builds once. Small languages are left inline: a barrier costs an automaton of its own.
+    pub(crate) fn barrier(&mut self, h: Hir) -> Hir {
+        if h.is_nothing()
+            || matches!(h, Hir::Intersection(_) | Hir::Shared(_))
+            || h.unique_size_within(BARRIER_NODES - 1).is_some()
+        {
+            return h;
+        }
+        if let Some(shared) = self.interned.get(&h) {
+            return shared.clone();
+        }
+        let shared = Hir::shared(h.clone());
+        self.interned.insert(h, shared.clone());
+        shared
+    }
+
+    /// Charges the nodes of `h` not yet charged against the build budget; `false` when the budget
+    /// runs out. A shared node's contents are charged once, whatever the number of its copies.
+    fn charge(&mut self, h: &Hir) -> bool {
+        let mut stack = vec![h];
+        while let Some(h) = stack.pop() {
+            if self.hir_budget == 0 {
+                return false;
+            }
+            self.hir_budget -= 1;
+            match h {
+                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
+                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
+                Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
+                Hir::Shared(s) => {
+                    if self.charged.insert(s.id()) {
+                        stack.push(s.hir())
+                    }
+                }
+            }
+        }
+        true
     }
 
     /// An `UnsupportedSchema` error for `keyword` in the schema at `ptr`.
@@ -296,6 +437,7 @@ impl<'a> Compiler<'a> {
 
     /// Raises the nesting limit error past `max_nesting`.
     pub(crate) fn check_nesting(&self, nest: usize) -> Result<()> {
+        self.deepest.set(self.deepest.get().max(nest));
         if nest > self.opts.max_nesting {
             return Err(Error::size_limit(
                 "max_nesting",
@@ -319,12 +461,88 @@ impl<'a> Compiler<'a> {
     }
 
     /// The texts that may stand at a location where all of `parts` hold.
+    ///
+    /// Real schemas refer to one definition from many places, and the same parts in the same
+    /// context compile to the same language, so locations are memoized. The context that matters
+    /// is the free depth, the cover depth and, for recursion, how often the `$ref` targets met
+    /// below were already expanded among the ancestors: every such count consulted while compiling
+    /// a location is recorded, and the entry is reused only where all of them are the same. A
+    /// location under a strict layout (inside a branching compiled on its own) is not memoized.
     pub(crate) fn compile_loc(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
         self.work += 1;
         if self.work > self.opts.max_work {
             return Err(Error::size_limit("max_work", self.work, self.opts.max_work));
         }
         self.check_nesting(ctx.nest)?;
+        let key = (self.memoize && ctx.strict.is_none()).then(|| LocKey::new(&parts, ctx));
+        let hit = key.as_ref().and_then(|k| {
+            let m = self.recall(k, ctx)?;
+            let deps: Vec<Rc<str>> = m.deps.iter().map(|(p, _)| p.clone()).collect();
+            Some((m.lang.clone(), m.truncated, m.below, deps))
+        });
+        if let Some((lang, truncated, below, deps)) = hit {
+            self.check_nesting(ctx.nest + below)?;
+            self.truncated |= truncated;
+            if let Some(top) = self.consulted.last_mut() {
+                top.extend(deps);
+            }
+            self.charge_or_fail(&lang.hir)?;
+            return Ok(lang);
+        }
+        self.consulted.push(HashSet::new());
+        let outer_truncated = std::mem::replace(&mut self.truncated, false);
+        let outer_deepest = self.deepest.replace(ctx.nest);
+        let result = self.compile_loc_uncached(parts, ctx);
+        let consulted = self.consulted.pop().unwrap_or_default();
+        let truncated = self.truncated;
+        self.truncated |= outer_truncated;
+        let below = self.deepest.get() - ctx.nest;
+        self.deepest.set(self.deepest.get().max(outer_deepest));
+        if let Some(top) = self.consulted.last_mut() {
+            top.extend(consulted.iter().cloned());
+        }
+        let lang = result?;
+        if let Some(key) = key {
+            let deps = consulted
+                .into_iter()
+                .map(|p| {
+                    let n = ctx.ref_count(&p);
+                    (p, n)
+                })
+                .collect();
+            self.locations.entry(key).or_default().push(Memoized {
+                deps,
+                lang: lang.clone(),
+                truncated,
+                below,
+            });
+        }
+        Ok(lang)
+    }
+
+    /// The memoized compilation of a location, if one applies in `ctx`.
+    fn recall(&self, key: &LocKey, ctx: &Ctx<'a>) -> Option<&Memoized> {
+        self.locations.get(key)?.iter().find(|m| {
+            m.deps
+                .iter()
+                .all(|(ptr, count)| ctx.ref_count(ptr) == *count)
+        })
+    }
+
+    /// [`Compiler::charge`], as the size-limit error.
+    fn charge_or_fail(&mut self, h: &Hir) -> Result<()> {
+        if self.charge(h) {
+            return Ok(());
+        }
+        let built = self.opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR);
+        Err(Error::size_limit(
+            "max_hir_nodes (4x, built over all locations)",
+            built + 1,
+            built,
+        ))
+    }
+
+    fn compile_loc_uncached(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
         let roots: Vec<SchemaRef<'a>> = parts
             .iter()
             .filter_map(|p| match p {
@@ -345,23 +563,13 @@ impl<'a> Compiler<'a> {
                 return Ok(lang.clone());
             }
         }
-        let lang = self.distribute(&roots, flat, brs, ctx, self.opts.max_branches)?;
-        // Every location's language is measured against what is left of the build budget, so
+        let mut lang = self.distribute(&roots, flat, brs, ctx, self.opts.max_branches)?;
+        // Every location's language is charged against what is left of the build budget, so
         // that a blow-up stops where it starts (an object of thirty large members, each within
         // the limit, is refused while its members are built, not after).
-        let limit = self.opts.max_hir_nodes;
-        match super::elimination::hir_size_within(&lang.hir, self.hir_budget) {
-            Some(n) => self.hir_budget -= n,
-            None => {
-                let built = limit.saturating_mul(BUILD_BUDGET_FACTOR);
-                return Err(Error::size_limit(
-                    "max_hir_nodes (4x, built over all locations)",
-                    built + 1,
-                    built,
-                ));
-            }
-        }
+        self.charge_or_fail(&lang.hir)?;
         if free {
+            lang.hir = self.barrier(lang.hir);
             self.free_values.insert(key, lang.clone());
         }
         Ok(lang)
@@ -390,6 +598,11 @@ impl<'a> Compiler<'a> {
         ctx: &Ctx<'a>,
         queue: &mut VecDeque<Part<'a>>,
     ) -> bool {
+        if ctx.cover.is_none() {
+            if let Some(top) = self.consulted.last_mut() {
+                top.insert(target.ptr.clone());
+            }
+        }
         if ctx.cover.is_none() && ctx.ref_count(&target.ptr) >= self.opts.max_recursion_depth {
             self.truncated = true;
             return false;
@@ -966,28 +1179,8 @@ impl<'a> Compiler<'a> {
 /// about `n` times its nesting to build; the factor leaves room for that while bounding memory.
 const BUILD_BUDGET_FACTOR: usize = 4;
 
-/// Child languages at least this large are compiled behind a barrier (see [`barrier`]).
+/// Child languages at least this large are compiled behind a barrier (see [`Compiler::barrier`]).
 const BARRIER_NODES: usize = 48;
-
-/// Marks `h` to be determinized and minimized on its own before the enclosing automaton is built.
-///
-/// The automaton layer compiles every operand of an intersection to its own minimized DFA and
-/// embeds that, one NFA state per DFA state. An intersection of one operand is therefore a
-/// minimization barrier: the value languages the compiler copies (a member's value appears twice
-/// in the comma construction of objects, and an unconstrained value holds four copies of the
-/// level below it) reach the enclosing subset construction already minimized, instead of as
-/// copies of their whole expression tree, which would make the unminimized automaton grow with the
-/// size of the expression rather than with the size of the language. The barrier means nothing to
-/// the language, and [`super::strip_barriers`] removes it before an expression is printed.
-pub(crate) fn barrier(h: Hir) -> Hir {
-    if h.is_nothing()
-        || matches!(h, Hir::Intersection(_))
-        || super::elimination::hir_size(&h) < BARRIER_NODES
-    {
-        return h;
-    }
-    Hir::Intersection(vec![h])
-}
 
 /// Container nesting of a JSON value.
 pub(crate) fn value_depth(v: &Value) -> u32 {

@@ -108,22 +108,10 @@ impl SmallDfa {
     }
 }
 
-/// The number of nodes of `h`, or `None` when it has more than `limit` (counting no further).
+/// The number of nodes of `h`, each shared node's contents counted once, or `None` when it has
+/// more than `limit` (counting no further).
 pub(crate) fn hir_size_within(h: &Hir, limit: usize) -> Option<usize> {
-    let mut count = 0usize;
-    let mut stack = vec![h];
-    while let Some(h) = stack.pop() {
-        count += 1;
-        if count > limit {
-            return None;
-        }
-        match h {
-            Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
-            Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
-            Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
-        }
-    }
-    Some(count)
+    h.unique_size_within(limit)
 }
 
 /// Number of nodes in an HIR (its size as the budgets count it), counted iteratively so that a

@@ -15,6 +15,9 @@
 //! string length times the size of the expression, which is fine for names and enum values and
 //! would be a poor choice for long inputs; tests use it as an oracle on short strings only.
 //!
+//! Shared nodes are looked through: a derivative only unfolds the part of the expression the
+//! string has reached, and copies the rest by reference.
+//!
 //! Anchors ([`Hir::Look`]) never reach this module: the schema compiler resolves them before it
 //! builds anything it matches against.
 
@@ -29,22 +32,7 @@ pub(crate) fn matches(h: &Hir, text: &str) -> bool {
         }
         cur = derive(&cur, c);
     }
-    nullable(&cur)
-}
-
-/// Whether `h` matches the empty string.
-pub(crate) fn nullable(h: &Hir) -> bool {
-    match h {
-        Hir::Empty => true,
-        Hir::Literal(_) | Hir::Class(_) => false,
-        // Anchors are resolved before matching; as an assertion alone they read as empty.
-        Hir::Look(_) => true,
-        Hir::Concat(v) => v.iter().all(nullable),
-        Hir::Alternation(v) => v.iter().any(nullable),
-        Hir::Repeat { sub, min, .. } => *min == 0 || nullable(sub),
-        Hir::Intersection(v) => v.iter().all(nullable),
-        Hir::Complement(sub) => !nullable(sub),
-    }
+    cur.nullable()
 }
 
 /// The derivative of `h` by the code point `c`.
@@ -76,7 +64,7 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
                         std::iter::once(d).chain(v[i + 1..].iter().cloned()),
                     ));
                 }
-                if !nullable(child) {
+                if !child.nullable() {
                     break;
                 }
             }
@@ -92,7 +80,7 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
                 return d;
             }
             // A nullable body can stand in for the missing iterations, so the minimum drops to 0.
-            let min = if nullable(sub) {
+            let min = if sub.nullable() {
                 0
             } else {
                 min.saturating_sub(1)
@@ -102,6 +90,7 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
         }
         Hir::Intersection(v) => Hir::intersection(v.iter().map(|x| derive(x, c))),
         Hir::Complement(sub) => Hir::complement(derive(sub, c)),
+        Hir::Shared(s) => derive(s.hir(), c),
     }
 }
 

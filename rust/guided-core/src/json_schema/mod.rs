@@ -120,8 +120,8 @@ impl Default for SchemaOptions {
 
 /// A compiled schema: the language, and the keywords ignored in non-strict mode.
 ///
-/// The HIR may hold one-operand intersections: minimization barriers for the automaton layer (see
-/// [`strip_barriers`]), not boolean keywords.
+/// The HIR holds [`Hir::Shared`] nodes: languages copied by reference, which the automaton layer
+/// builds once each ([`expand_shared`] spells them out).
 #[derive(Debug, Clone)]
 pub struct Compiled {
     /// The language of the admitted JSON texts.
@@ -145,7 +145,7 @@ fn whitespace(opts: &SchemaOptions) -> Result<Hir> {
             Hir::Class(set) => set.ranges().iter().all(|&(lo, hi)| (lo..=hi).all(blank)),
             Hir::Concat(v) | Hir::Alternation(v) => v.iter().all(json_blank),
             Hir::Repeat { sub, .. } => json_blank(sub),
-            Hir::Look(_) | Hir::Intersection(_) | Hir::Complement(_) => false,
+            Hir::Look(_) | Hir::Intersection(_) | Hir::Complement(_) | Hir::Shared(_) => false,
         }
     }
     if !json_blank(&h) {
@@ -164,8 +164,15 @@ fn whitespace(opts: &SchemaOptions) -> Result<Hir> {
 /// name and the pointer of the schema holding it), [`Error::SizeLimit`] when a configured limit is
 /// reached, [`Error::RegexSyntax`] for a malformed `whitespace` pattern.
 pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compiled> {
+    compile_schema(schema, opts, true)
+}
+
+/// [`json_schema_to_hir`], with the memo of compiled locations on or off (off only in tests, as
+/// the oracle the memo is checked against).
+fn compile_schema(schema: &Value, opts: &SchemaOptions, memoize: bool) -> Result<Compiled> {
     let ws = whitespace(opts)?;
     let mut c = Compiler::new(schema, opts, ws);
+    c.memoize = memoize;
     let root = c.doc.root();
     let ctx = Ctx::root(opts.max_free_depth as u32);
     let lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
@@ -186,25 +193,40 @@ pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compil
     })
 }
 
-/// `h` without the one-operand intersections the compiler uses as minimization barriers (they
-/// change nothing in the language, and would print as an extended operator).
-pub fn strip_barriers(h: &Hir) -> Hir {
-    match h {
-        Hir::Intersection(v) if v.len() == 1 => strip_barriers(&v[0]),
-        Hir::Intersection(v) => Hir::intersection(v.iter().map(strip_barriers)),
-        Hir::Concat(v) => Hir::concat(v.iter().map(strip_barriers)),
-        Hir::Alternation(v) => Hir::alternation(v.iter().map(strip_barriers)),
-        Hir::Repeat { sub, min, max } => Hir::repeat(strip_barriers(sub), *min, *max),
-        Hir::Complement(sub) => Hir::complement(strip_barriers(sub)),
-        other => other.clone(),
+/// `h` with every shared node expanded into a copy of its contents: the plain expression, which
+/// prints without any extended operator the compiler does not put there itself.
+///
+/// The expansion repeats each shared language at every place it occurs, which can be far larger
+/// than `h` itself; it is refused with [`Error::SizeLimit`] (`max_pattern_nodes`) past `limit`
+/// nodes, before anything is built.
+pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
+    fn expand(h: &Hir) -> Hir {
+        match h {
+            Hir::Shared(s) => expand(s.hir()),
+            Hir::Intersection(v) => Hir::intersection(v.iter().map(expand)),
+            Hir::Concat(v) => Hir::concat(v.iter().map(expand)),
+            Hir::Alternation(v) => Hir::alternation(v.iter().map(expand)),
+            Hir::Repeat { sub, min, max } => Hir::repeat(expand(sub), *min, *max),
+            Hir::Complement(sub) => Hir::complement(expand(sub)),
+            other => other.clone(),
+        }
+    }
+    match h.expanded_size_within(limit) {
+        Some(_) => Ok(expand(h)),
+        None => Err(Error::size_limit("max_pattern_nodes", limit + 1, limit)),
     }
 }
 
 /// Compiles `schema` and prints the language as a pattern (see [`json_schema_to_hir`]); the
-/// second element lists the keywords ignored in non-strict mode.
+/// second element lists the keywords ignored in non-strict mode. The pattern spells out every copy
+/// of every shared language, so it may be refused (`max_pattern_nodes`, the same number as
+/// `max_hir_nodes`) where the automaton of the same schema builds.
 pub fn json_schema_to_regex(schema: &Value, opts: &SchemaOptions) -> Result<(String, Vec<String>)> {
     let c = json_schema_to_hir(schema, opts)?;
-    Ok((strip_barriers(&c.hir).to_string(), c.warnings))
+    Ok((
+        expand_shared(&c.hir, opts.max_hir_nodes)?.to_string(),
+        c.warnings,
+    ))
 }
 
 #[cfg(test)]

@@ -228,7 +228,8 @@ impl<'a> Compiler<'a> {
             }
             depth = depth.max(v.depth);
             let key = string_text(&Hir::literal(x)).map_err(|m| self.internal(&m))?;
-            members.push((self.member(key, super::compile::barrier(v.hir)), req));
+            let value = self.barrier(v.hir);
+            members.push((self.member(key, value), req));
         }
         // Required names nobody can place (excluded above) were handled; extras next.
         let extras = self.extra_members(
@@ -406,7 +407,8 @@ impl<'a> Compiler<'a> {
                 continue;
             }
             *depth = (*depth).max(v.depth);
-            regions.push(self.member(key, super::compile::barrier(v.hir)));
+            let value = self.barrier(v.hir);
+            regions.push(self.member(key, value));
         }
         Ok(if regions.is_empty() {
             None

@@ -154,6 +154,7 @@ pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
         Hir::Complement(sub) => {
             Hir::intersection([Hir::complement(encode(sub)?), any_string_body()])
         }
+        Hir::Shared(s) => encode(s.hir())?,
     })
 }
 
@@ -261,6 +262,7 @@ pub(crate) fn length_range(h: &Hir) -> (u64, Option<u64>) {
             (min, max)
         }
         Hir::Complement(_) => (0, None),
+        Hir::Shared(s) => length_range(s.hir()),
     }
 }
 
@@ -272,12 +274,7 @@ const MAX_ANCHOR_BRANCHES: usize = 256;
 type Anchored = (bool, Hir, bool);
 
 fn has_look(h: &Hir) -> bool {
-    match h {
-        Hir::Look(_) => true,
-        Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => v.iter().any(has_look),
-        Hir::Repeat { sub, .. } | Hir::Complement(sub) => has_look(sub),
-        _ => false,
-    }
+    h.anchors() != (false, false)
 }
 
 fn split_anchors(h: &Hir) -> Result<Vec<Anchored>, String> {
@@ -307,14 +304,14 @@ fn split_anchors(h: &Hir) -> Result<Vec<Anchored>, String> {
                         let (mut b1, mut b2) = (b1.clone(), b2.clone());
                         // A start anchor later on holds only if everything before it was empty.
                         if *s2 {
-                            if !super::matcher::nullable(&b1) {
+                            if !b1.nullable() {
                                 continue;
                             }
                             b1 = Hir::Empty;
                         }
                         // An end anchor earlier on holds only if everything after it is empty.
                         if *e1 {
-                            if !super::matcher::nullable(&b2) {
+                            if !b2.nullable() {
                                 continue;
                             }
                             b2 = Hir::Empty;
@@ -348,6 +345,7 @@ fn split_anchors(h: &Hir) -> Result<Vec<Anchored>, String> {
             }
             out
         }
+        Hir::Shared(s) => split_anchors(s.hir())?,
         _ => return Err("an anchor inside an intersection or complement".into()),
     };
     Ok(out)

@@ -341,3 +341,119 @@ fn deep_schemas_hit_limits_not_the_stack() {
         "{e}"
     );
 }
+
+/// Whether two expressions denote the same language: the symmetric difference of their automata
+/// is empty.
+fn same_language(a: &crate::regex::Hir, b: &crate::regex::Hir) -> bool {
+    use crate::dfa::{product, Dfa, DfaConfig};
+    let config = DfaConfig {
+        max_states: 200_000,
+    };
+    let (da, db) = (
+        Dfa::from_hir(a, &config).unwrap(),
+        Dfa::from_hir(b, &config).unwrap(),
+    );
+    let only = |x: &Dfa, y: &Dfa| {
+        let not_y = product::complement(y, &config).unwrap();
+        product::intersection(x, &not_y, &config)
+            .unwrap()
+            .matches_nothing()
+    };
+    only(&da, &db) && only(&db, &da)
+}
+
+#[test]
+fn memoized_locations_compile_to_the_language_of_a_plain_walk() {
+    // Definitions met at several places and at several recursion counts: a location reused where
+    // a different count applies would let one level too many (or too few) through.
+    let schemas = [
+        json!({
+            "$defs": {
+                "node": {"properties": {"w": {"$ref": "#/$defs/wrap"}}, "additionalProperties": false},
+                "wrap": {"properties": {"n": {"$ref": "#/$defs/node"}}, "additionalProperties": false}
+            },
+            "properties": {"w": {"$ref": "#/$defs/wrap"}, "t": {"$ref": "#/$defs/node"}},
+            "additionalProperties": false
+        }),
+        json!({
+            "$defs": {
+                "t": {"type": "object", "properties": {
+                    "l": {"$ref": "#/$defs/t"}, "r": {"$ref": "#/$defs/t"}, "v": {"$ref": "#/$defs/leaf"}
+                }, "additionalProperties": false},
+                "leaf": {"type": "integer", "minimum": 3}
+            },
+            "properties": {"a": {"$ref": "#/$defs/t"}, "b": {"$ref": "#/$defs/leaf"},
+                           "c": {"items": {"$ref": "#/$defs/t"}}},
+            "required": ["b"]
+        }),
+        json!({
+            "$defs": {"e": {"anyOf": [{"type": "integer"},
+                                      {"type": "array", "items": {"$ref": "#/$defs/e"}, "maxItems": 2}]}},
+            "properties": {"x": {"$ref": "#/$defs/e"}, "y": {"not": {"$ref": "#/$defs/e"}},
+                           "z": {"type": "array", "items": {"$ref": "#/$defs/e"}, "maxItems": 2}},
+            "additionalProperties": false
+        }),
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://example.com/tree",
+            "$dynamicAnchor": "node",
+            "type": "object",
+            "properties": {"data": {"type": "string"},
+                           "children": {"type": "array", "items": {"$dynamicRef": "#node"}, "maxItems": 2}},
+            "additionalProperties": false
+        }),
+        json!({
+            "properties": {"a": {}, "b": {"type": "array", "items": {}}, "c": {"properties": {"d": {}}}},
+            "additionalProperties": {"type": "object"}
+        }),
+    ];
+    for schema in &schemas {
+        for depth in 1..=3 {
+            let opts = SchemaOptions {
+                max_recursion_depth: depth,
+                max_free_depth: 1,
+                ..SchemaOptions::default()
+            };
+            let memo = super::compile_schema(schema, &opts, true);
+            let plain = super::compile_schema(schema, &opts, false);
+            match (memo, plain) {
+                (Ok(m), Ok(p)) => assert!(same_language(&m.hir, &p.hir), "{schema} at {depth}"),
+                (Err(m), Err(p)) => assert_eq!(m.to_string(), p.to_string(), "{schema}"),
+                (m, p) => panic!("{schema} at {depth}: {m:?} against {p:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn copies_of_a_value_language_are_shared_not_rebuilt() {
+    // Sixty members, each an object admitting extras, so each holding "any JSON value".
+    let props: serde_json::Map<String, Value> = (0..60)
+        .map(|i| (format!("p{i}"), json!({"type": "object"})))
+        .collect();
+    let schema = json!({"type": "object", "properties": props, "required": ["p0"]});
+    let opts = SchemaOptions::default();
+    let c = json_schema_to_hir(&schema, &opts).unwrap();
+    let unique = c.hir.unique_size_within(usize::MAX).unwrap();
+    let expanded = c.hir.expanded_size_within(usize::MAX).unwrap();
+    assert!(
+        expanded > 20 * unique,
+        "{unique} nodes held, {expanded} spelled out"
+    );
+    let config = crate::dfa::DfaConfig {
+        max_states: 100_000,
+    };
+    let dfa = crate::dfa::Dfa::from_hir(&c.hir, &config).unwrap();
+    assert!(dfa.is_match(br#"{"p0": {"x": [1, {"y": null}]}, "p59": {}, "z": "w"}"#));
+    assert!(!dfa.is_match(br#"{"p0": 1}"#));
+    assert!(!dfa.is_match(br#"{"p1": {}}"#));
+    // The printed pattern spells out every copy; past the limit it is refused, by name.
+    let tight = SchemaOptions {
+        max_hir_nodes: 2 * unique,
+        ..SchemaOptions::default()
+    };
+    match json_schema_to_regex(&schema, &tight) {
+        Err(Error::SizeLimit { limit, .. }) => assert_eq!(limit, "max_pattern_nodes"),
+        other => panic!("expected max_pattern_nodes, got {other:?}"),
+    }
+}

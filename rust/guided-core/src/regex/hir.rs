@@ -11,11 +11,28 @@
 //! nothing). That keeps generated HIRs, which can be large for real schemas, from carrying layers of
 //! one-child nodes into the automaton construction, where every node costs states.
 //!
+//! Generated expressions repeat themselves: a JSON Schema compiler copies a member's value language
+//! into every place the member may stand, and "any JSON value" into every object that admits extra
+//! members. [`Hir::Shared`] holds such a sub-expression by reference, so that a copy costs a
+//! pointer rather than the whole tree, and so that the automaton layer can recognise the copies and
+//! build their automaton once. A shared node compares and hashes by identity (an id given when it is
+//! made), which keeps equality, hashing and the properties cached in it ([`Shared::nullable`],
+//! [`Shared::anchors`]) constant-time however deeply shared nodes nest. Two shared nodes with equal
+//! contents are therefore different nodes; callers that want them merged intern them. Walking an
+//! expression through its shared nodes visits the same sub-tree once per occurrence, which can be
+//! exponential in the nesting: [`Hir::unique_size_within`] and [`Hir::expanded_size_within`] measure
+//! both views, and printing expands (so callers bound the expanded size first).
+//!
 //! [`Hir`] implements `Display`, printing a pattern in the crate's own dialect that parses back to
 //! an equivalent HIR. Patterns without intersection or complement print in the subset Python's `re`
 //! also reads, so the text the schema compiler hands out is useful to other engines too.
 
 use std::fmt::{self, Write as _};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 /// The largest Unicode scalar value.
 pub const MAX_CODE_POINT: u32 = 0x10FFFF;
@@ -179,6 +196,69 @@ pub enum Hir {
     Intersection(Vec<Hir>),
     /// Valid UTF-8 strings the child does not match.
     Complement(Box<Hir>),
+    /// The child's language, held by reference: copies are cheap, and the automaton layer builds
+    /// one minimized automaton per shared node however often it occurs.
+    Shared(Shared),
+}
+
+/// A sub-expression held by reference, with the properties walks would otherwise recompute.
+///
+/// Equality and hashing are by identity: every [`Shared::new`] makes a node unequal to all others.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    id: u64,
+    hir: Arc<Hir>,
+    nullable: bool,
+    anchors: (bool, bool),
+}
+
+/// Ids for [`Shared`] nodes, unique within the process.
+static NEXT_SHARED_ID: AtomicU64 = AtomicU64::new(0);
+
+impl Shared {
+    /// Shares `hir`, computing its cached properties (which costs a walk of its unshared part).
+    pub fn new(hir: Hir) -> Shared {
+        Shared {
+            id: NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed),
+            nullable: hir.nullable(),
+            anchors: hir.anchors(),
+            hir: Arc::new(hir),
+        }
+    }
+
+    /// The identity this node compares and hashes by.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The shared expression.
+    pub fn hir(&self) -> &Hir {
+        &self.hir
+    }
+
+    /// Whether the expression matches the empty string.
+    pub fn nullable(&self) -> bool {
+        self.nullable
+    }
+
+    /// Whether the expression holds a start anchor, and an end anchor, anywhere.
+    pub fn anchors(&self) -> (bool, bool) {
+        self.anchors
+    }
+}
+
+impl PartialEq for Shared {
+    fn eq(&self, other: &Shared) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Shared {}
+
+impl Hash for Shared {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
 }
 
 impl Hir {
@@ -333,14 +413,144 @@ impl Hir {
         }
     }
 
-    /// Whether the HIR uses intersection or complement anywhere.
-    pub fn has_boolean_operators(&self) -> bool {
-        match self {
-            Hir::Intersection(_) | Hir::Complement(_) => true,
-            Hir::Concat(c) | Hir::Alternation(c) => c.iter().any(Hir::has_boolean_operators),
-            Hir::Repeat { sub, .. } => sub.has_boolean_operators(),
-            _ => false,
+    /// `sub` behind a [`Hir::Shared`] node (unless it is one already, or matches nothing).
+    pub fn shared(sub: Hir) -> Hir {
+        match sub {
+            s @ Hir::Shared(_) => s,
+            s if s.is_nothing() => s,
+            s => Hir::Shared(Shared::new(s)),
         }
+    }
+
+    /// The expression itself, looking through shared nodes.
+    pub fn unshared(&self) -> &Hir {
+        let mut h = self;
+        while let Hir::Shared(s) = h {
+            h = &s.hir;
+        }
+        h
+    }
+
+    /// Whether the HIR uses intersection or complement anywhere (shared parts included).
+    pub fn has_boolean_operators(&self) -> bool {
+        let mut seen = FxHashMap::default();
+        self.any_node(&mut seen, &|h| {
+            matches!(h, Hir::Intersection(_) | Hir::Complement(_))
+        })
+    }
+
+    /// Whether `pred` holds for some node, looking into each shared node once.
+    fn any_node(&self, seen: &mut FxHashMap<u64, ()>, pred: &dyn Fn(&Hir) -> bool) -> bool {
+        let mut stack = vec![self];
+        while let Some(h) = stack.pop() {
+            if pred(h) {
+                return true;
+            }
+            match h {
+                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
+                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
+                Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
+                Hir::Shared(s) => {
+                    if seen.insert(s.id, ()).is_none() {
+                        stack.push(&s.hir)
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether the expression matches the empty string (anchors read as empty).
+    pub fn nullable(&self) -> bool {
+        match self {
+            Hir::Empty | Hir::Look(_) => true,
+            Hir::Literal(_) | Hir::Class(_) => false,
+            Hir::Concat(v) | Hir::Intersection(v) => v.iter().all(Hir::nullable),
+            Hir::Alternation(v) => v.iter().any(Hir::nullable),
+            Hir::Repeat { sub, min, .. } => *min == 0 || sub.nullable(),
+            Hir::Complement(sub) => !sub.nullable(),
+            Hir::Shared(s) => s.nullable,
+        }
+    }
+
+    /// Whether the expression holds a start anchor, and an end anchor, anywhere (operands of
+    /// intersections and complements and shared parts included).
+    pub fn anchors(&self) -> (bool, bool) {
+        match self {
+            Hir::Look(Look::Start) => (true, false),
+            Hir::Look(Look::End) => (false, true),
+            Hir::Empty | Hir::Literal(_) | Hir::Class(_) => (false, false),
+            Hir::Repeat { sub, .. } | Hir::Complement(sub) => sub.anchors(),
+            Hir::Concat(c) | Hir::Alternation(c) | Hir::Intersection(c) => {
+                c.iter().fold((false, false), |(s, e), h| {
+                    let (hs, he) = h.anchors();
+                    (s || hs, e || he)
+                })
+            }
+            Hir::Shared(s) => s.anchors,
+        }
+    }
+
+    /// The nodes of the expression with every shared node's contents counted once (the memory
+    /// it holds), or `None` past `limit`. Iterative, so a deep expression cannot exhaust the stack.
+    pub fn unique_size_within(&self, limit: usize) -> Option<usize> {
+        let mut seen: FxHashMap<u64, ()> = FxHashMap::default();
+        let mut count = 0usize;
+        let mut stack = vec![self];
+        while let Some(h) = stack.pop() {
+            count += 1;
+            if count > limit {
+                return None;
+            }
+            match h {
+                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
+                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
+                Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
+                Hir::Shared(s) => {
+                    if seen.insert(s.id, ()).is_none() {
+                        stack.push(&s.hir)
+                    }
+                }
+            }
+        }
+        Some(count)
+    }
+
+    /// The nodes of the expression with every occurrence of a shared node expanded (the size of
+    /// its printed pattern, and of the tree a walk without memo visits), or `None` past `limit`.
+    /// Each shared node is measured once.
+    pub fn expanded_size_within(&self, limit: usize) -> Option<usize> {
+        fn walk(h: &Hir, limit: usize, memo: &mut FxHashMap<u64, Option<usize>>) -> Option<usize> {
+            let mut count = 0usize;
+            let mut stack = vec![h];
+            while let Some(h) = stack.pop() {
+                let here = match h {
+                    Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,
+                    Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => {
+                        stack.extend(v);
+                        1
+                    }
+                    Hir::Repeat { sub, .. } | Hir::Complement(sub) => {
+                        stack.push(sub);
+                        1
+                    }
+                    Hir::Shared(s) => match memo.get(&s.id) {
+                        Some(&known) => known?,
+                        None => {
+                            let size = walk(&s.hir, limit, memo);
+                            memo.insert(s.id, size);
+                            size?
+                        }
+                    },
+                };
+                count = count.saturating_add(here);
+                if count > limit {
+                    return None;
+                }
+            }
+            Some(count)
+        }
+        walk(self, limit, &mut FxHashMap::default())
     }
 }
 
@@ -355,6 +565,7 @@ enum Prec {
 impl Hir {
     fn prec(&self) -> Prec {
         match self {
+            Hir::Shared(s) => s.hir.prec(),
             Hir::Alternation(_) => Prec::Alternation,
             Hir::Concat(_) => Prec::Concat,
             Hir::Literal(b) if String::from_utf8_lossy(b).chars().count() > 1 => Prec::Concat,
@@ -397,7 +608,8 @@ impl Hir {
             Hir::Repeat { sub, .. } => {
                 // `a{2}{3}` reads differently across dialects, so a repeated repeat is grouped.
                 // A repeated anchor (`^*`) is "nothing to repeat" in Python's `re`.
-                if matches!(**sub, Hir::Repeat { .. } | Hir::Look(_)) || sub.prec() < Prec::Atom {
+                let inner = sub.unshared();
+                if matches!(inner, Hir::Repeat { .. } | Hir::Look(_)) || sub.prec() < Prec::Atom {
                     f.write_str("(?:")?;
                     sub.write_at(f, Prec::Alternation)?;
                     f.write_str(")")?;
@@ -421,6 +633,7 @@ impl Hir {
                 sub.write_at(f, Prec::Alternation)?;
                 f.write_str(")")
             }
+            Hir::Shared(s) => s.hir.write_at(f, need),
         }
     }
 }
@@ -588,6 +801,62 @@ mod tests {
             Hir::repeat(Hir::Look(Look::Start), 2, None),
             Hir::Look(Look::Start)
         );
+    }
+
+    /// `depth` levels of `(x)(x)`, each level sharing the one below: 2^depth copies when
+    /// expanded, `depth` small nodes when shared.
+    fn doubling(depth: u32) -> Hir {
+        let mut h = Hir::literal("ab");
+        for _ in 0..depth {
+            let s = Hir::shared(h);
+            h = Hir::concat([s.clone(), Hir::literal("-"), s]);
+        }
+        h
+    }
+
+    #[test]
+    fn shared_nodes_are_counted_once_and_expanded_on_demand() {
+        let h = doubling(40);
+        // Each level: the shared node and its concatenation of three.
+        assert_eq!(h.unique_size_within(usize::MAX), Some(1 + 4 * 40));
+        assert_eq!(h.unique_size_within(100), None);
+        // Expanded, the same expression is astronomically large; measuring it stops at the limit.
+        assert_eq!(h.expanded_size_within(1_000_000), None);
+        let small = doubling(3);
+        assert_eq!(small.to_string(), "ab-ab-ab-ab-ab-ab-ab-ab");
+        // Expanded, a level is its concatenation, the `-` and two copies of the level below (the
+        // shared node itself vanishes): 1, 4, 10, 22.
+        assert_eq!(small.expanded_size_within(usize::MAX), Some(22));
+    }
+
+    #[test]
+    fn shared_nodes_compare_by_identity_and_cache_their_properties() {
+        let a = Hir::shared(Hir::repeat(Hir::literal("a"), 0, None));
+        let b = Hir::shared(Hir::repeat(Hir::literal("a"), 0, None));
+        assert_eq!(a, a.clone());
+        assert_ne!(a, b);
+        // Sharing a shared node or the empty language changes nothing.
+        assert_eq!(Hir::shared(a.clone()), a);
+        assert!(Hir::shared(Hir::nothing()).is_nothing());
+        assert!(a.nullable() && !Hir::shared(Hir::literal("a")).nullable());
+        let anchored = Hir::shared(Hir::concat([Hir::literal("a"), Hir::Look(Look::End)]));
+        assert_eq!(anchored.anchors(), (false, true));
+        assert_eq!(
+            anchored.unshared(),
+            &Hir::concat([Hir::literal("a"), Hir::Look(Look::End)])
+        );
+        // Printing looks through the node, grouping as its contents need.
+        let rep = Hir::repeat(
+            Hir::shared(Hir::repeat(Hir::literal("a"), 2, Some(2))),
+            3,
+            Some(3),
+        );
+        assert_eq!(rep.to_string(), "(?:a{2}){3}");
+        let alt = Hir::concat([
+            Hir::shared(Hir::alternation([Hir::literal("ab"), Hir::literal("c")])),
+            Hir::literal("d"),
+        ]);
+        assert_eq!(alt.to_string(), "(?:ab|c)d");
     }
 
     #[test]
