@@ -41,7 +41,7 @@ BEYOND_LIMITS = {
     "Github_trivial/o47165": "expressions nested five deep in a fourteen-way recursive anyOf",
     "Github_trivial/o47153": "free link objects nest seven deep",
     "Github_easy/o17543": "a free uiSchema nests five deep",
-    "Github_ultra/o68588": "a free properties value (the instance restates its schema) nests 7 deep",
+    "Github_ultra/o68588": "a free properties value (the schema, restated) nests seven deep",
     "JsonSchemaStore/noodl.schema": "free values under additionalProperties nest four deep",
     "Kubernetes/kb_760_Normalized": "free managedFields entries nest six deep",
     "Snowplow/sp_17_Normalized": "a free properties tree nests four deep",
