@@ -222,7 +222,7 @@ def test_large_free_values_stay_within_bounded_memory() -> None:
         "vocab = guided.Vocabulary(tokens, eos_token_ids=[256])\n"
         "index = guided.TokenIndex.from_json_schema(schema, vocab, max_free_depth=6)\n"
         "state = index.initial_state\n"
-        "for b in b'{\"p3\": {\"x\": [[[[{}]]]]}, \"z\": 1}':\n"
+        'for b in b\'{"p3": {"x": [[[[{}]]]]}, "z": 1}\':\n'
         "    state = index.next_state(state, b)\n"
         "print('index', index.is_accepting(state))\n"
     )
