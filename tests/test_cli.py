@@ -283,6 +283,24 @@ def test_check_rejects_an_instance_that_is_not_json(tmp_path: Path) -> None:
     assert "is not JSON" in result.stderr and "--raw" in result.stderr
 
 
+def test_check_builds_from_the_schema_not_its_printed_pattern(tmp_path: Path) -> None:
+    """Four hundred members, each admitting any extra members: the printed pattern would spell
+    "any JSON value" out four hundred times, past the node limit, while the schema's own
+    expression shares it once; check and compile both work from the expression."""
+    members = {f"p{i}": {"type": "object"} for i in range(400)}
+    schema = tmp_path / "wide.json"
+    schema.write_text(json.dumps({"type": "object", "properties": members}))
+    with pytest.raises(guided.SizeLimitError):
+        guided.json_schema_to_regex(json.loads(schema.read_text()))
+    text = '{"p0": {"a": [1, {"b": null}]}, "p399": {}}'
+    result = guided_cli("check", "--schema", str(schema), "-", stdin=text)
+    assert result.returncode == EXIT_OK, result.stderr
+    (record,) = records(result.stdout)
+    assert record["match"] is True and record["text"] == text
+    result = guided_cli("check", "--schema", str(schema), "-", stdin='{"p1": 2}')
+    assert result.returncode == EXIT_NO_MATCH, result.stderr
+
+
 def test_check_verdicts(tmp_path: Path) -> None:
     schema = tmp_path / "schema.json"
     schema.write_text(json.dumps(USER_SCHEMA))

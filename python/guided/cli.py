@@ -19,7 +19,7 @@ The exit status says what happened, so scripts can branch on it without parsing 
 limit) and :data:`EXIT_VOCABULARY` (4: an unreadable or inconsistent tokenizer file).
 
 ``--out`` writes a pickle of the :class:`guided.TokenIndex`. An index pickles as its *recipe* (the
-pattern, for a schema the regex it compiles to, with the vocabulary's token bytes), not as its
+pattern or the schema text with its options, and the vocabulary's token bytes), not as its
 cached masks: loading it recompiles the constraint (milliseconds) and masks are computed again on
 first use. Like any pickle, only load files you trust.
 """
@@ -99,10 +99,16 @@ def _read_schema(path: str) -> Any:
         raise CommandError(f"schema {path!r} is not JSON: {e}", EXIT_CONSTRAINT) from None
 
 
+def _state_limit(args: argparse.Namespace) -> dict[str, Any]:
+    """``max_states`` when given; otherwise the library's default for the constraint's kind."""
+    return {} if args.max_states is None else {"max_states": args.max_states}
+
+
 def _schema_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         "max_recursion_depth": args.max_recursion_depth,
         "strict": not args.non_strict,
+        **_state_limit(args),
     }
     if args.whitespace is not None:
         options["whitespace"] = args.whitespace
@@ -181,16 +187,14 @@ def run_compile(args: argparse.Namespace) -> int:
     }
     start = time.perf_counter()
     if args.schema is not None:
-        options = _schema_options(args)
-        regex: str = guided.json_schema_to_regex(schema, **options)
-        index = TokenIndex.from_regex(regex, vocab, max_states=args.max_states)
+        # From the schema's own expression: its printed pattern spells out every copy of every
+        # shared language, and can be refused where the index builds.
+        index = TokenIndex.from_json_schema(schema, vocab, **_schema_options(args))
         record.update(kind="json_schema", source=args.schema)
     else:
-        regex = args.regex
-        index = TokenIndex.from_regex(regex, vocab, max_states=args.max_states)
-        record.update(kind="regex", source=regex)
+        index = TokenIndex.from_regex(args.regex, vocab, **_state_limit(args))
+        record.update(kind="regex", source=args.regex, regex_length=len(args.regex))
     record["compile_ms"] = _ms(time.perf_counter() - start)
-    record["regex_length"] = len(regex)
 
     start = time.perf_counter()
     allowed = int(index.allowed(index.initial_state).sum())
@@ -271,8 +275,7 @@ def run_check(args: argparse.Namespace) -> int:
             declared_dumps(instance, schema, compact=args.compact),
             json.dumps(instance, ensure_ascii=False, separators=separators),
         ]
-    regex = guided.json_schema_to_regex(schema, **_schema_options(args))
-    index = TokenIndex.from_regex(regex, _byte_vocabulary(), max_states=args.max_states)
+    index = TokenIndex.from_json_schema(schema, _byte_vocabulary(), **_schema_options(args))
     best: tuple[int, bool, str] | None = None
     for text in dict.fromkeys(candidates):
         accepted, complete = _walk(index, text.encode("utf-8"))
@@ -376,7 +379,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="the model's logit width, when wider than the tokenizer",
     )
-    compile_.add_argument("--max-states", type=int, default=20_000, metavar="N")
+    compile_.add_argument(
+        "--max-states",
+        type=int,
+        metavar="N",
+        help="DFA state limit (default: 20,000 for a regex, 200,000 for a schema)",
+    )
     _add_schema_options(compile_)
     compile_.add_argument(
         "--warm", action="store_true", help="precompute the mask of every reachable state"
@@ -389,7 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="would the constraint of a schema accept this instance?")
     check.add_argument("--schema", metavar="FILE", required=True, help="a JSON Schema file")
     check.add_argument("instance", metavar="INSTANCE", help="a JSON file, or - for stdin")
-    check.add_argument("--max-states", type=int, default=20_000, metavar="N")
+    check.add_argument(
+        "--max-states", type=int, metavar="N", help="DFA state limit (default: 200,000)"
+    )
     check.add_argument(
         "--compact", action="store_true", help='serialize without spaces after ":" and ","'
     )
