@@ -39,6 +39,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
+use rustc_hash::FxHashSet;
 use serde_json::Value;
 
 use super::keywords::{constrains, scalars, Scalars, Types};
@@ -252,7 +253,7 @@ pub(crate) struct Compiler<'a> {
     /// Expression nodes the remaining locations may still build (see [`BUILD_BUDGET_FACTOR`]).
     hir_budget: usize,
     /// The shared nodes already charged to the budget, by id: a copy of one costs nothing more.
-    charged: HashSet<u64>,
+    charged: FxHashSet<u64>,
     /// Shared nodes by contents, so that equal languages built at different locations become one
     /// node and so one automaton (see [`Compiler::barrier`]).
     interned: HashMap<Hir, Hir>,
@@ -342,7 +343,7 @@ impl<'a> Compiler<'a> {
             patterns: HashMap::new(),
             free_values: HashMap::new(),
             hir_budget: opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR),
-            charged: HashSet::new(),
+            charged: FxHashSet::default(),
             interned: HashMap::new(),
             locations: HashMap::new(),
             consulted: Vec::new(),
@@ -380,24 +381,14 @@ impl<'a> Compiler<'a> {
     /// Charges the nodes of `h` not yet charged against the build budget; `false` when the budget
     /// runs out. A shared node's contents are charged once, whatever the number of its copies.
     fn charge(&mut self, h: &Hir) -> bool {
-        let mut stack = vec![h];
-        while let Some(h) = stack.pop() {
-            if self.hir_budget == 0 {
-                return false;
+        let budget = &mut self.hir_budget;
+        h.walk_unique(&mut self.charged, |_| match budget.checked_sub(1) {
+            Some(left) => {
+                *budget = left;
+                true
             }
-            self.hir_budget -= 1;
-            match h {
-                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
-                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
-                Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
-                Hir::Shared(s) => {
-                    if self.charged.insert(s.id()) {
-                        stack.push(s.hir())
-                    }
-                }
-            }
-        }
-        true
+            None => false,
+        })
     }
 
     /// An `UnsupportedSchema` error for `keyword` in the schema at `ptr`.

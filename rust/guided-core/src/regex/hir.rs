@@ -32,7 +32,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The largest Unicode scalar value.
 pub const MAX_CODE_POINT: u32 = 0x10FFFF;
@@ -433,31 +433,36 @@ impl Hir {
 
     /// Whether the HIR uses intersection or complement anywhere (shared parts included).
     pub fn has_boolean_operators(&self) -> bool {
-        let mut seen = FxHashMap::default();
-        self.any_node(&mut seen, &|h| {
-            matches!(h, Hir::Intersection(_) | Hir::Complement(_))
+        !self.walk_unique(&mut FxHashSet::default(), |h| {
+            !matches!(h, Hir::Intersection(_) | Hir::Complement(_))
         })
     }
 
-    /// Whether `pred` holds for some node, looking into each shared node once.
-    fn any_node(&self, seen: &mut FxHashMap<u64, ()>, pred: &dyn Fn(&Hir) -> bool) -> bool {
+    /// Visits every node, depth first, entering a shared node's contents only the first time its
+    /// id is added to `seen` (which callers may keep across walks); stops, returning `false`, as
+    /// soon as `visit` does. Iterative, so a deep expression cannot exhaust the stack.
+    pub fn walk_unique<'h>(
+        &'h self,
+        seen: &mut FxHashSet<u64>,
+        mut visit: impl FnMut(&'h Hir) -> bool,
+    ) -> bool {
         let mut stack = vec![self];
         while let Some(h) = stack.pop() {
-            if pred(h) {
-                return true;
+            if !visit(h) {
+                return false;
             }
             match h {
                 Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
                 Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
                 Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
                 Hir::Shared(s) => {
-                    if seen.insert(s.id, ()).is_none() {
+                    if seen.insert(s.id) {
                         stack.push(&s.hir)
                     }
                 }
             }
         }
-        false
+        true
     }
 
     /// Whether the expression matches the empty string (anchors read as empty).
@@ -492,28 +497,14 @@ impl Hir {
     }
 
     /// The nodes of the expression with every shared node's contents counted once (the memory
-    /// it holds), or `None` past `limit`. Iterative, so a deep expression cannot exhaust the stack.
+    /// it holds), or `None` past `limit`.
     pub fn unique_size_within(&self, limit: usize) -> Option<usize> {
-        let mut seen: FxHashMap<u64, ()> = FxHashMap::default();
         let mut count = 0usize;
-        let mut stack = vec![self];
-        while let Some(h) = stack.pop() {
+        let whole = self.walk_unique(&mut FxHashSet::default(), |_| {
             count += 1;
-            if count > limit {
-                return None;
-            }
-            match h {
-                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
-                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
-                Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
-                Hir::Shared(s) => {
-                    if seen.insert(s.id, ()).is_none() {
-                        stack.push(&s.hir)
-                    }
-                }
-            }
-        }
-        Some(count)
+            count <= limit
+        });
+        whole.then_some(count)
     }
 
     /// The nodes of the expression with every occurrence of a shared node expanded (the size of
