@@ -108,19 +108,6 @@ impl SmallDfa {
     }
 }
 
-/// The number of nodes of `h`, each shared node's contents counted once, or `None` when it has
-/// more than `limit` (counting no further).
-pub(crate) fn hir_size_within(h: &Hir, limit: usize) -> Option<usize> {
-    h.unique_size_within(limit)
-}
-
-/// Number of nodes in an HIR (its size as the budgets count it), counted iteratively so that a
-/// deep expression cannot exhaust the stack.
-pub(crate) fn hir_size(h: &Hir) -> usize {
-    // With no limit the count always completes.
-    hir_size_within(h, usize::MAX).unwrap_or(usize::MAX)
-}
-
 /// An expression for the language of `dfa`, spelling symbol `s` as `symbol(s)`; `None` when the
 /// expression would exceed `max_nodes`.
 pub(crate) fn eliminate(
@@ -203,7 +190,7 @@ pub(crate) fn eliminate(
                 );
             }
         }
-        if edges.values().map(hir_size).sum::<usize>() > max_nodes {
+        if edges.values().map(Hir::unique_size).sum::<usize>() > max_nodes {
             return None;
         }
     }

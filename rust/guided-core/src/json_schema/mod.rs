@@ -183,7 +183,7 @@ fn compile_schema(schema: &Value, opts: &SchemaOptions, memoize: bool) -> Result
             opts.max_recursion_depth,
         ));
     }
-    let size = elimination::hir_size(&lang.hir);
+    let size = lang.hir.unique_size();
     if size > opts.max_hir_nodes {
         return Err(Error::size_limit("max_hir_nodes", size, opts.max_hir_nodes));
     }

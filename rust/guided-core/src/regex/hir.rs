@@ -496,8 +496,14 @@ impl Hir {
         }
     }
 
-    /// The nodes of the expression with every shared node's contents counted once (the memory
-    /// it holds), or `None` past `limit`.
+    /// The nodes of the expression with every shared node's contents counted once: the memory it
+    /// holds, and the size the budgets count.
+    pub fn unique_size(&self) -> usize {
+        // With no limit the count always completes.
+        self.unique_size_within(usize::MAX).unwrap_or(usize::MAX)
+    }
+
+    /// [`Hir::unique_size`], or `None` past `limit` (counting no further).
     pub fn unique_size_within(&self, limit: usize) -> Option<usize> {
         let mut count = 0usize;
         let whole = self.walk_unique(&mut FxHashSet::default(), |_| {
