@@ -150,6 +150,16 @@ def plain_decimal(x: float) -> str:
     return text
 
 
+def compile_matcher(schema: Any, **options: Any) -> Matcher | None:
+    """The matcher of ``schema``'s DFA (``guided._lib.schema_dfa`` with ``options``), or ``None``
+    when guided refuses the schema with one of its typed errors, the only refusal exact-or-error
+    allows. Any other exception propagates: it is a bug."""
+    try:
+        return Matcher.of(guided._lib.schema_dfa(json.dumps(schema), **options))
+    except (guided.UnsupportedSchemaError, guided.SizeLimitError):
+        return None
+
+
 def outcome(matcher: Matcher, value: Any, valid: bool, schema: Any = None) -> str | None:
     """``None`` when the DFA agrees with the label in every style, else what went wrong. With the
     ``schema``, a valid instance is first tried with its members in the declared order, the one
