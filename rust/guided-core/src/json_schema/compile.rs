@@ -378,17 +378,27 @@ impl<'a> Compiler<'a> {
         shared
     }
 
-    /// Charges the nodes of `h` not yet charged against the build budget; `false` when the budget
-    /// runs out. A shared node's contents are charged once, whatever the number of its copies.
-    fn charge(&mut self, h: &Hir) -> bool {
+    /// Charges the nodes of `h` not yet charged against the build budget, or fails with the size
+    /// limit once it runs out. A shared node's contents are charged once, whatever the number of
+    /// its copies.
+    fn charge(&mut self, h: &Hir) -> Result<()> {
         let budget = &mut self.hir_budget;
-        h.walk_unique(&mut self.charged, |_| match budget.checked_sub(1) {
+        let within = h.walk_unique(&mut self.charged, |_| match budget.checked_sub(1) {
             Some(left) => {
                 *budget = left;
                 true
             }
             None => false,
-        })
+        });
+        if within {
+            return Ok(());
+        }
+        let built = self.opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR);
+        Err(Error::size_limit(
+            "max_hir_nodes (4x, built over all locations)",
+            built + 1,
+            built,
+        ))
     }
 
     /// An `UnsupportedSchema` error for `keyword` in the schema at `ptr`.
@@ -477,7 +487,7 @@ impl<'a> Compiler<'a> {
             if let Some(top) = self.consulted.last_mut() {
                 top.extend(deps);
             }
-            self.charge_or_fail(&lang.hir)?;
+            self.charge(&lang.hir)?;
             return Ok(lang);
         }
         self.consulted.push(HashSet::new());
@@ -520,19 +530,6 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    /// [`Compiler::charge`], as the size-limit error.
-    fn charge_or_fail(&mut self, h: &Hir) -> Result<()> {
-        if self.charge(h) {
-            return Ok(());
-        }
-        let built = self.opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR);
-        Err(Error::size_limit(
-            "max_hir_nodes (4x, built over all locations)",
-            built + 1,
-            built,
-        ))
-    }
-
     fn compile_loc_uncached(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
         let roots: Vec<SchemaRef<'a>> = parts
             .iter()
@@ -558,7 +555,7 @@ impl<'a> Compiler<'a> {
         // Every location's language is charged against what is left of the build budget, so
         // that a blow-up stops where it starts (an object of thirty large members, each within
         // the limit, is refused while its members are built, not after).
-        self.charge_or_fail(&lang.hir)?;
+        self.charge(&lang.hir)?;
         if free {
             lang.hir = self.barrier(lang.hir);
             self.free_values.insert(key, lang.clone());
@@ -589,14 +586,16 @@ impl<'a> Compiler<'a> {
         ctx: &Ctx<'a>,
         queue: &mut VecDeque<Part<'a>>,
     ) -> bool {
+        // Outside cover mode the ancestors' count decides; the memo of locations records that
+        // it was consulted (see `compile_loc`).
         if ctx.cover.is_none() {
             if let Some(top) = self.consulted.last_mut() {
                 top.insert(target.ptr.clone());
             }
-        }
-        if ctx.cover.is_none() && ctx.ref_count(&target.ptr) >= self.opts.max_recursion_depth {
-            self.truncated = true;
-            return false;
+            if ctx.ref_count(&target.ptr) >= self.opts.max_recursion_depth {
+                self.truncated = true;
+                return false;
+            }
         }
         flat.refs.push(target.ptr.clone());
         queue.push_back(Part::Schema(target));
