@@ -16,8 +16,8 @@
 //! members. [`Hir::Shared`] holds such a sub-expression by reference, so that a copy costs a
 //! pointer rather than the whole tree, and so that the automaton layer can recognise the copies and
 //! build their automaton once. A shared node compares and hashes by identity (an id given when it is
-//! made), which keeps equality, hashing and the properties cached in it ([`Shared::nullable`],
-//! [`Shared::anchors`]) constant-time however deeply shared nodes nest. Two shared nodes with equal
+//! made), which keeps equality, hashing and the properties cached in it ([`Hir::nullable`],
+//! [`Hir::anchors`]) constant-time however deeply shared nodes nest. Two shared nodes with equal
 //! contents are therefore different nodes; callers that want them merged intern them. Walking an
 //! expression through its shared nodes visits the same sub-tree once per occurrence, which can be
 //! exponential in the nesting: [`Hir::unique_size_within`] and [`Hir::expanded_size_within`] measure
@@ -226,24 +226,9 @@ impl Shared {
         }
     }
 
-    /// The identity this node compares and hashes by.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// The shared expression.
     pub fn hir(&self) -> &Hir {
         &self.hir
-    }
-
-    /// Whether the expression matches the empty string.
-    pub fn nullable(&self) -> bool {
-        self.nullable
-    }
-
-    /// Whether the expression holds a start anchor, and an end anchor, anywhere.
-    pub fn anchors(&self) -> (bool, bool) {
-        self.anchors
     }
 }
 
