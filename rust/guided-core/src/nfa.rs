@@ -41,7 +41,17 @@
 //! and shared nodes are memoized for the duration of one construction, nested constructions
 //! included, keyed by the expression (a shared node by its identity) and its anchoring case: each
 //! distinct operand is determinized and minimized once, and later occurrences only pay for being
-//! embedded, one NFA state or two per DFA state.
+//! embedded.
+//!
+//! Embedding does not copy. An embedded automaton is a block of ids above [`EMBEDDED_BASE`], one
+//! per DFA state: the id `base + s` names state `s` of that occurrence, reads a byte by looking
+//! it up in the DFA's table and, when `s` accepts, moves on without reading to the occurrence's
+//! exit, a stored state like any other. So an occurrence costs one [`Embedding`] record and one
+//! stored state however large its automaton, which is held once, by reference, in
+//! [`Nfa::automata`]. (Copying one or two NFA states per DFA state per occurrence, as this module
+//! first did, ran a schema that lets a few-thousand-state "any JSON value" stand in a thousand
+//! places out of NFA states long before its DFA was large.) Whoever walks the NFA asks
+//! [`Nfa::node`] what an id names.
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -50,16 +60,25 @@ use crate::utf8::{utf8_sequences, Utf8Range};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
-/// The automata already built for intersections and complements during one construction.
-/// Keyed by anchoring case, then by expression (so that a lookup borrows the expression).
-pub(crate) type DfaMemo = Rc<RefCell<FxHashMap<Anchors, FxHashMap<Hir, Rc<Dfa>>>>>;
+/// The automata already built (or refused, with the error) for intersections, complements,
+/// shared expressions and repeated operands during one construction. Keyed by anchoring case,
+/// then by expression (so that a lookup borrows the expression).
+pub(crate) type DfaMemo = Rc<RefCell<FxHashMap<Anchors, FxHashMap<Hir, Result<Arc<Dfa>>>>>>;
 
 /// Index of a state in an [`Nfa`].
 pub type StateId = u32;
 
 /// A placeholder successor, replaced when the fragment is connected.
 const PENDING: StateId = StateId::MAX;
+
+/// Ids from here up name states of embedded automata; ids below it name stored states.
+pub const EMBEDDED_BASE: StateId = 1 << 31;
+
+/// Counted repetitions with at least this many copies embed their operand's automaton once,
+/// repeated ([`Embedding`]), instead of copying its states.
+const COUNTED_MIN_COPIES: usize = 16;
 
 /// Limits for the NFA construction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,12 +143,81 @@ pub enum State {
     Fail,
 }
 
+/// One occurrence of an embedded automaton, possibly repeated: `copies` copies of its `stride`
+/// states, copy `i`'s state `s` named by the id `base + i * stride + s`.
+///
+/// Copy `i` is entered at its start state once `i` copies have matched. From an accepting state
+/// of copy `i` the occurrence moves on without reading to the start of copy `i + 1` (if there is
+/// one; the last copy restarts itself when `looping`) and, once at least `min` copies have matched
+/// (`i + 1 >= min`), to `exit`. So one copy with `min` 1 is the automaton itself, and `copies`
+/// copies with `min` `m` are the counted repetition `{m,copies}` (`{m,}` when looping).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Embedding {
+    /// Index of the automaton in [`Nfa::automata`].
+    pub automaton: u32,
+    /// The id of copy 0's state 0.
+    pub base: StateId,
+    /// The automaton's number of states.
+    pub stride: u32,
+    /// Copies of the automaton, at least one.
+    pub copies: u32,
+    /// Copies that must match before the exit is open.
+    pub min: u32,
+    /// Whether the last copy may match again and again.
+    pub looping: bool,
+    /// The stored state the occurrence leaves through.
+    pub exit: StateId,
+}
+
+impl Embedding {
+    /// The id of state `state` of copy `copy`.
+    pub fn id(&self, copy: u32, state: u32) -> StateId {
+        self.base + copy * self.stride + state
+    }
+
+    /// Where an accepting state of copy `copy` moves on to without reading.
+    pub fn after_match(&self, copy: u32, start: u32) -> impl Iterator<Item = StateId> {
+        let next = if copy + 1 < self.copies || self.looping {
+            Some(self.id((copy + 1).min(self.copies - 1), start))
+        } else {
+            None
+        };
+        let exit = (copy + 1 >= self.min).then_some(self.exit);
+        next.into_iter().chain(exit)
+    }
+}
+
+/// What an id names: a stored state, or one state of an embedded automaton.
+#[derive(Clone, Copy, Debug)]
+pub enum Node<'a> {
+    /// A state held in [`Nfa::states`].
+    Stored(&'a State),
+    /// State `state` of copy `copy` of an embedded automaton. It reads byte `b` to
+    /// `at.id(copy, dfa.next_state(state, b))` unless that is the dead state, and when `dfa`
+    /// accepts in `state` it also moves on without reading to [`Embedding::after_match`].
+    Embedded {
+        /// The occurrence, as an index into [`Nfa::embeddings`].
+        embedding: usize,
+        /// Where it stands and where it leaves.
+        at: &'a Embedding,
+        /// The automaton.
+        dfa: &'a Dfa,
+        /// Which copy.
+        copy: u32,
+        /// The automaton's state.
+        state: u32,
+    },
+}
+
 /// A Thompson NFA over bytes. State [`Nfa::start`] is where matching begins; a match is any path to
 /// a [`State::Match`] whose assertions hold.
 #[derive(Clone, Debug)]
 pub struct Nfa {
     states: Vec<State>,
     start: StateId,
+    automata: Vec<Arc<Dfa>>,
+    /// Sorted by `base`, and the blocks do not overlap.
+    embeddings: Vec<Embedding>,
 }
 
 impl Nfa {
@@ -149,11 +237,15 @@ impl Nfa {
     ) -> Result<Nfa> {
         let mut b = Builder {
             states: Vec::new(),
-            // Ids are u32 and the largest one marks an unconnected end.
-            max_states: config.max_states.min(PENDING as usize),
+            // Stored ids stay below the embedded ones.
+            max_states: config.max_states.min(EMBEDDED_BASE as usize),
             config: *config,
             dfa_config: *dfa_config,
             memo: memo.clone(),
+            automata: Vec::new(),
+            automaton_ids: FxHashMap::default(),
+            embeddings: Vec::new(),
+            next_base: EMBEDDED_BASE,
         };
         let frag = b.compile(hir)?;
         let m = b.add(State::Match)?;
@@ -161,6 +253,8 @@ impl Nfa {
         Ok(Nfa {
             states: b.states,
             start: frag.start,
+            automata: b.automata,
+            embeddings: b.embeddings,
         })
     }
 
@@ -174,17 +268,50 @@ impl Nfa {
         &self.states
     }
 
-    /// The state `id`; [`State::Fail`] when there is none.
+    /// The stored state `id`; [`State::Fail`] when there is none (an embedded id included).
     pub fn state(&self, id: StateId) -> &State {
         self.states.get(id as usize).unwrap_or(&State::Fail)
     }
 
-    /// Number of states.
+    /// What `id` names; a stored [`State::Fail`] when nothing.
+    pub fn node(&self, id: StateId) -> Node<'_> {
+        if id < EMBEDDED_BASE {
+            return Node::Stored(self.state(id));
+        }
+        let i = self.embeddings.partition_point(|e| e.base <= id);
+        let Some(at) = i.checked_sub(1).map(|i| &self.embeddings[i]) else {
+            return Node::Stored(&State::Fail);
+        };
+        let local = id - at.base;
+        let copy = local / at.stride;
+        if copy >= at.copies {
+            return Node::Stored(&State::Fail);
+        }
+        Node::Embedded {
+            embedding: i - 1,
+            at,
+            dfa: &self.automata[at.automaton as usize],
+            copy,
+            state: local % at.stride,
+        }
+    }
+
+    /// The embedded automata, each held once however often it occurs.
+    pub fn automata(&self) -> &[Arc<Dfa>] {
+        &self.automata
+    }
+
+    /// The occurrences of embedded automata, by increasing `base`.
+    pub fn embeddings(&self) -> &[Embedding] {
+        &self.embeddings
+    }
+
+    /// Number of stored states.
     pub fn len(&self) -> usize {
         self.states.len()
     }
 
-    /// Whether the NFA has no states (never true for a compiled one).
+    /// Whether the NFA has no stored states (never true for a compiled one).
     pub fn is_empty(&self) -> bool {
         self.states.is_empty()
     }
@@ -200,7 +327,11 @@ impl Nfa {
                 _ => 0,
             })
             .sum();
-        self.states.capacity() * std::mem::size_of::<State>() + extra
+        let automata: usize = self.automata.iter().map(|d| d.memory_bytes()).sum();
+        self.states.capacity() * std::mem::size_of::<State>()
+            + extra
+            + automata
+            + self.embeddings.capacity() * std::mem::size_of::<Embedding>()
     }
 }
 
@@ -218,6 +349,12 @@ struct Builder {
     config: NfaConfig,
     dfa_config: DfaConfig,
     memo: DfaMemo,
+    automata: Vec<Arc<Dfa>>,
+    /// Index in `automata` by address, so an automaton met again is held once.
+    automaton_ids: FxHashMap<*const Dfa, u32>,
+    embeddings: Vec<Embedding>,
+    /// The id the next embedding starts at.
+    next_base: StateId,
 }
 
 impl Builder {
@@ -382,6 +519,22 @@ impl Builder {
         if copies == 0 {
             return self.empty();
         }
+        if copies >= COUNTED_MIN_COPIES && sub.anchors() == (false, false) {
+            match self.boolean_dfa(sub, Anchors::WHOLE_TEXT) {
+                Ok(dfa) if dfa.matches_nothing() => {
+                    return if min == 0 {
+                        self.empty()
+                    } else {
+                        self.nothing()
+                    }
+                }
+                Ok(dfa) => return self.embed_repeated(&dfa, copies as u32, min, max.is_none()),
+                // Too large as one automaton; copies of its expression may still be walked
+                // lazily.
+                Err(Error::SizeLimit { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
         // Build one copy, measure it, and refuse before building the rest if they cannot fit.
         let before = self.states.len();
         let mut first = Some(self.compile(sub)?);
@@ -455,46 +608,57 @@ impl Builder {
         } else {
             &[None]
         };
-        let entry = self.add(State::Union(Vec::with_capacity(4)))?;
-        let join = self.add(State::Epsilon(PENDING))?;
+        // Every automaton first, so that a refusal leaves no states behind.
+        let mut cases = Vec::with_capacity(4);
         for &at_start in starts {
             for &at_end in ends {
                 let anchors = Anchors {
                     text_start: at_start.unwrap_or(true),
                     text_end: at_end.unwrap_or(true),
                 };
-                let dfa = self.boolean_dfa(hir, anchors)?;
-                if dfa.matches_nothing() {
-                    continue;
+                match (self.boolean_dfa(hir, anchors), hir) {
+                    (Ok(dfa), _) => cases.push((at_start, at_end, dfa)),
+                    // Sharing is only an economy: a shared expression too large to build as one
+                    // automaton is compiled in place instead, where a lazy construction only
+                    // builds what the input visits.
+                    (Err(Error::SizeLimit { .. }), Hir::Shared(s)) => return self.compile(s.hir()),
+                    (Err(e), _) => return Err(e),
                 }
-                let mut open = entry;
-                if let Some(s) = at_start {
-                    let assertion = if s {
-                        Assertion::Start
-                    } else {
-                        Assertion::NotStart
-                    };
-                    let g = self.add(State::Look {
-                        assertion,
-                        next: PENDING,
-                    })?;
-                    self.patch(open, g);
-                    open = g;
-                }
-                let f = self.embed(&dfa)?;
-                self.patch(open, f.start);
-                open = f.end;
-                if let Some(e) = at_end {
-                    let assertion = if e { Assertion::End } else { Assertion::NotEnd };
-                    let g = self.add(State::Look {
-                        assertion,
-                        next: PENDING,
-                    })?;
-                    self.patch(open, g);
-                    open = g;
-                }
-                self.patch(open, join);
             }
+        }
+        let entry = self.add(State::Union(Vec::with_capacity(4)))?;
+        let join = self.add(State::Epsilon(PENDING))?;
+        for (at_start, at_end, dfa) in cases {
+            if dfa.matches_nothing() {
+                continue;
+            }
+            let mut open = entry;
+            if let Some(s) = at_start {
+                let assertion = if s {
+                    Assertion::Start
+                } else {
+                    Assertion::NotStart
+                };
+                let g = self.add(State::Look {
+                    assertion,
+                    next: PENDING,
+                })?;
+                self.patch(open, g);
+                open = g;
+            }
+            let f = self.embed(&dfa)?;
+            self.patch(open, f.start);
+            open = f.end;
+            if let Some(e) = at_end {
+                let assertion = if e { Assertion::End } else { Assertion::NotEnd };
+                let g = self.add(State::Look {
+                    assertion,
+                    next: PENDING,
+                })?;
+                self.patch(open, g);
+                open = g;
+            }
+            self.patch(open, join);
         }
         Ok(Frag {
             start: entry,
@@ -502,18 +666,19 @@ impl Builder {
         })
     }
 
-    /// The automaton of an intersection or complement, built once per construction.
-    fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Rc<Dfa>> {
+    /// The automaton of an intersection, complement, shared expression or repeated operand,
+    /// built (or refused) once per construction.
+    fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Arc<Dfa>> {
         if let Some(d) = self.memo.borrow().get(&anchors).and_then(|m| m.get(hir)) {
-            return Ok(d.clone());
+            return d.clone();
         }
-        let d = Rc::new(self.build_boolean_dfa(hir, anchors)?);
+        let d = self.build_boolean_dfa(hir, anchors).map(Arc::new);
         self.memo
             .borrow_mut()
             .entry(anchors)
             .or_default()
             .insert(hir.clone(), d.clone());
-        Ok(d)
+        d
     }
 
     fn build_boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Dfa> {
@@ -547,51 +712,54 @@ impl Builder {
         }
     }
 
-    /// Copies a DFA in as a fragment: one state per live DFA state, plus a union in front of each
-    /// accepting one to leave through the fragment's end.
-    fn embed(&mut self, dfa: &Dfa) -> Result<Frag> {
-        let n = dfa.num_states();
-        let accepting = dfa.accepting();
-        let needed = (1..n).map(|s| 1 + usize::from(accepting[s])).sum::<usize>() + 1;
-        self.reserve(needed)?;
+    /// Embeds a DFA as a fragment: a block of ids standing for its states (see the module
+    /// documentation), entered at its start state, left through a new stored state.
+    fn embed(&mut self, dfa: &Arc<Dfa>) -> Result<Frag> {
+        self.embed_repeated(dfa, 1, 1, false)
+    }
+
+    /// Embeds `copies` copies of a DFA, at least `min` of which must match, the last one again
+    /// and again when `looping` (see [`Embedding`]).
+    fn embed_repeated(
+        &mut self,
+        dfa: &Arc<Dfa>,
+        copies: u32,
+        min: u32,
+        looping: bool,
+    ) -> Result<Frag> {
         let end = self.add(State::Epsilon(PENDING))?;
-        // Ids in order: for each live state its union (when accepting), then its byte state.
-        let base = self.states.len() as StateId;
-        let mut entry = vec![PENDING; n];
-        let mut next_id = base;
-        for s in 1..n {
-            entry[s] = next_id;
-            next_id += 1 + StateId::from(accepting[s]);
+        let base = self.next_base;
+        let stride = dfa.num_states() as u32;
+        let next = u64::from(base) + u64::from(stride) * u64::from(copies);
+        // The top id marks unconnected ends, so the block must end below it.
+        if next > u64::from(PENDING) {
+            let used = (next - u64::from(EMBEDDED_BASE)) as usize;
+            let room = (PENDING - EMBEDDED_BASE) as usize;
+            return Err(Error::size_limit("nfa_embedded_states", used, room));
         }
-        let mut ranges = Vec::new();
-        for s in 1..n {
-            if accepting[s] {
-                let byte_state = entry[s] + 1;
-                self.add(State::Union(vec![byte_state, end]))?;
-            }
-            ranges.clear();
-            let mut b = 0usize;
-            while b < 256 {
-                let target = dfa.next_state(s as u32, b as u8);
-                let mut e = b;
-                while e < 255 && dfa.next_state(s as u32, e as u8 + 1) == target {
-                    e += 1;
-                }
-                if target != dfa.dead() {
-                    ranges.push(Transition {
-                        start: b as u8,
-                        end: e as u8,
-                        next: entry[target as usize],
-                    });
-                }
-                b = e + 1;
-            }
-            self.add(State::Sparse(ranges.as_slice().into()))?;
+        let fresh = self.automata.len() as u32;
+        let automaton = *self.automaton_ids.entry(Arc::as_ptr(dfa)).or_insert(fresh);
+        if automaton == fresh {
+            self.automata.push(Arc::clone(dfa));
         }
-        Ok(Frag {
-            start: entry[dfa.start() as usize],
-            end,
-        })
+        let at = Embedding {
+            automaton,
+            base,
+            stride,
+            copies,
+            min,
+            looping,
+            exit: end,
+        };
+        self.embeddings.push(at);
+        self.next_base = next as StateId;
+        let start = at.id(0, dfa.start());
+        if min > 0 {
+            return Ok(Frag { start, end });
+        }
+        // No copy needed: the exit is open before the first.
+        let entry = self.add(State::Union(vec![start, end]))?;
+        Ok(Frag { start: entry, end })
     }
 }
 
@@ -708,15 +876,30 @@ mod tests {
     fn simulate(nfa: &Nfa, bytes: &[u8]) -> bool {
         let n = bytes.len();
         let closure = |set: Vec<StateId>, pos: usize| -> Vec<StateId> {
-            let mut seen = vec![false; nfa.len()];
+            let mut seen = rustc_hash::FxHashSet::default();
             let mut stack = set;
             let mut out = Vec::new();
             while let Some(s) = stack.pop() {
-                if std::mem::replace(&mut seen[s as usize], true) {
+                if !seen.insert(s) {
                     continue;
                 }
                 out.push(s);
-                match nfa.state(s) {
+                let state = match nfa.node(s) {
+                    Node::Stored(state) => state,
+                    Node::Embedded {
+                        at,
+                        dfa,
+                        copy,
+                        state,
+                        ..
+                    } => {
+                        if dfa.is_accepting(state) {
+                            stack.extend(at.after_match(copy, dfa.start()));
+                        }
+                        continue;
+                    }
+                };
+                match state {
                     State::Epsilon(next) => stack.push(*next),
                     State::Union(alts) => stack.extend(alts),
                     State::Look { assertion, next } => {
@@ -739,9 +922,23 @@ mod tests {
         for (i, &byte) in bytes.iter().enumerate() {
             let mut next = Vec::new();
             for &s in &cur {
-                match nfa.state(s) {
-                    State::ByteRange(t) if t.start <= byte && byte <= t.end => next.push(t.next),
-                    State::Sparse(ts) => next.extend(
+                match nfa.node(s) {
+                    Node::Embedded {
+                        at,
+                        dfa,
+                        copy,
+                        state,
+                        ..
+                    } => {
+                        let to = dfa.next_state(state, byte);
+                        if to != dfa.dead() {
+                            next.push(at.id(copy, to));
+                        }
+                    }
+                    Node::Stored(State::ByteRange(t)) if t.start <= byte && byte <= t.end => {
+                        next.push(t.next)
+                    }
+                    Node::Stored(State::Sparse(ts)) => next.extend(
                         ts.iter()
                             .filter(|t| t.start <= byte && byte <= t.end)
                             .map(|t| t.next),
@@ -751,7 +948,8 @@ mod tests {
             }
             cur = closure(next, i + 1);
         }
-        cur.iter().any(|&s| matches!(nfa.state(s), State::Match))
+        cur.iter()
+            .any(|&s| matches!(nfa.node(s), Node::Stored(State::Match)))
     }
 
     #[test]
@@ -835,11 +1033,12 @@ mod tests {
 
     #[test]
     fn size_limit_is_raised_early() {
-        let h = Hir::repeat(
-            Hir::repeat(Hir::literal("a"), 1000, Some(1000)),
-            1000,
-            Some(1000),
-        );
+        // Two million bytes in repetitions too short to embed: copied, and refused before the
+        // copies are built.
+        let mut h = Hir::literal("ab");
+        for _ in 0..6 {
+            h = Hir::repeat(h, 10, Some(10));
+        }
         match nfa(&h) {
             Err(Error::SizeLimit {
                 limit,
@@ -855,6 +1054,60 @@ mod tests {
         let err = Nfa::new(&Hir::literal("abcdefghijkl"), &small, &DfaConfig::default());
         assert!(matches!(err, Err(Error::SizeLimit { .. })));
         assert!(Nfa::new(&Hir::literal("abcdefgh"), &small, &DfaConfig::default()).is_ok());
+    }
+
+    #[test]
+    fn long_counted_repetitions_embed_one_automaton() {
+        let ab = Hir::literal("ab");
+        let n = nfa(&Hir::repeat(ab.clone(), 20, Some(40))).unwrap();
+        assert!(n.len() < 8, "{} stored states", n.len());
+        assert_eq!((n.automata().len(), n.embeddings().len()), (1, 1));
+        let abs = |k: usize| "ab".repeat(k).into_bytes();
+        for (k, want) in [
+            (0, false),
+            (19, false),
+            (20, true),
+            (33, true),
+            (40, true),
+            (41, false),
+        ] {
+            assert_eq!(simulate(&n, &abs(k)), want, "{k} copies");
+        }
+        assert!(!simulate(&n, &[abs(20), b"a".to_vec()].concat()));
+        // Unbounded: the last copy repeats.
+        let n = nfa(&Hir::repeat(ab.clone(), 16, None)).unwrap();
+        assert!(!simulate(&n, &abs(15)) && simulate(&n, &abs(16)) && simulate(&n, &abs(70)));
+        // Optional copies, and copies that may match nothing.
+        let n = nfa(&Hir::repeat(ab.clone(), 0, Some(20))).unwrap();
+        assert!(simulate(&n, b"") && simulate(&n, &abs(20)) && !simulate(&n, &abs(21)));
+        let maybe = Hir::optional(Hir::literal("a"));
+        let n = nfa(&Hir::repeat(maybe, 17, Some(17))).unwrap();
+        assert!(simulate(&n, b"") && simulate(&n, &[b'a'; 17]) && !simulate(&n, &[b'a'; 18]));
+        // A million copies cost no more than one.
+        let n = nfa(&Hir::repeat(ab, 1_000_000, Some(1_000_000))).unwrap();
+        assert!(n.len() < 8 && n.memory_bytes() < 4096);
+    }
+
+    #[test]
+    fn oversized_shared_expressions_are_compiled_in_place() {
+        // Forty letters in a row, as one automaton, needs more than the 20 states allowed.
+        let letters = Hir::repeat(Hir::class(ClassSet::range(0x61, 0x7A)), 40, Some(40));
+        let shared = Hir::shared(letters);
+        let h = Hir::concat([shared.clone(), Hir::literal("!"), shared]);
+        let small = DfaConfig { max_states: 20 };
+        let n = Nfa::new(&h, &NfaConfig::default(), &small).unwrap();
+        let word = "q".repeat(40);
+        assert!(simulate(&n, format!("{word}!{word}").as_bytes()));
+        assert!(!simulate(&n, format!("{word}!q").as_bytes()));
+        // An intersection has no such fallback: it is refused.
+        let both = Hir::intersection([
+            Hir::repeat(Hir::class(ClassSet::range(0x61, 0x7A)), 40, Some(40)),
+            Hir::repeat(Hir::any_char(), 0, None),
+        ]);
+        assert!(matches!(
+            Nfa::new(&both, &NfaConfig::default(), &small),
+            Err(Error::SizeLimit { .. })
+        ));
     }
 
     #[test]

@@ -35,8 +35,8 @@
 use super::{Anchors, ByteClasses, Raw};
 use crate::dfa::classes::ByteClassBuilder;
 use crate::error::{Error, Result};
-use crate::nfa::{Assertion, Nfa, State, StateId};
-use rustc_hash::FxHashMap;
+use crate::nfa::{Assertion, Nfa, Node, State, StateId, EMBEDDED_BASE};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
 /// Marks an accepting state's key; never a valid NFA state id.
@@ -66,12 +66,17 @@ pub struct Determinizer {
     work: usize,
     // Scratch space, kept to avoid allocating per state.
     seen: SparseSet,
+    /// `seen` for embedded ids, whose range is too large to index densely.
+    seen_embedded: FxHashSet<StateId>,
     stack: Vec<StateId>,
     key: Vec<StateId>,
     targets: Vec<Vec<StateId>>,
     memo: FxHashMap<Vec<StateId>, u32>,
-    /// Per NFA state: can it still lead to a match (see [`live_states`]).
-    live: Vec<bool>,
+    /// Which states can still lead to a match (see [`Liveness`]).
+    live: Liveness,
+    /// Per embedded automaton, the automaton's class of each of this construction's classes
+    /// (which refine the automaton's, see [`Determinizer::new`]).
+    class_maps: Vec<Vec<u8>>,
 }
 
 impl Determinizer {
@@ -88,7 +93,32 @@ impl Determinizer {
                 _ => {}
             }
         }
+        // An embedded automaton's classes need not be runs of bytes; splitting at every byte
+        // where its class changes makes each run of ours lie inside one of its classes.
+        for dfa in nfa.automata() {
+            let map = dfa.classes().as_map();
+            let mut start = 0u8;
+            for b in 1..=255u8 {
+                if map[b as usize] != map[b as usize - 1] {
+                    builder.add_range(start, b - 1);
+                    start = b;
+                }
+            }
+            builder.add_range(start, 255);
+        }
         let classes = builder.build();
+        let class_maps = nfa
+            .automata()
+            .iter()
+            .map(|dfa| {
+                let theirs = dfa.classes();
+                classes
+                    .representatives()
+                    .iter()
+                    .map(|&b| theirs.get(b))
+                    .collect()
+            })
+            .collect();
         let n = nfa.len();
         // Ids are u32, and the largest value marks accepting keys.
         let max_states = max_states.min(MATCH_MARK as usize);
@@ -102,14 +132,12 @@ impl Determinizer {
             set_entries: 0,
             work: 0,
             seen: SparseSet::new(n),
+            seen_embedded: FxHashSet::default(),
             stack: Vec::new(),
             key: Vec::new(),
             memo: FxHashMap::default(),
-            live: if anchors == Anchors::WHOLE_TEXT {
-                live_states(&nfa)
-            } else {
-                vec![true; n]
-            },
+            live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
+            class_maps,
             nfa,
         };
         let dead: Arc<[StateId]> = Arc::from(Vec::new());
@@ -160,10 +188,26 @@ impl Determinizer {
             t.clear();
         }
         for &s in set.iter() {
-            let ts: &[_] = match self.nfa.state(s) {
-                State::ByteRange(t) => std::slice::from_ref(t),
-                State::Sparse(ts) => ts,
-                _ => continue,
+            let ts: &[_] = match self.nfa.node(s) {
+                Node::Stored(State::ByteRange(t)) => std::slice::from_ref(t),
+                Node::Stored(State::Sparse(ts)) => ts,
+                Node::Stored(_) => continue,
+                Node::Embedded {
+                    at,
+                    dfa,
+                    copy,
+                    state,
+                    ..
+                } => {
+                    let map = &self.class_maps[at.automaton as usize];
+                    for (c, &theirs) in map.iter().enumerate() {
+                        let to = dfa.next_class(state, theirs);
+                        if to != dfa.dead() {
+                            self.targets[c].push(at.id(copy, to));
+                        }
+                    }
+                    continue;
+                }
             };
             for t in ts {
                 let (lo, hi) = (self.classes.get(t.start), self.classes.get(t.end));
@@ -244,19 +288,37 @@ impl Determinizer {
     /// been read.
     fn closure(&mut self, kernel: &[StateId], at_start: bool) {
         let start_holds = at_start && self.anchors.text_start;
-        self.seen.clear();
+        self.clear_seen();
         self.key.clear();
         self.stack.clear();
         self.stack.extend(kernel.iter().rev());
         let mut matched = false;
         let mut end_sensitive = false;
         while let Some(s) = self.stack.pop() {
-            if !self.seen.insert(s) {
+            if !self.visit(s) {
                 continue;
             }
-            match self.nfa.state(s) {
+            let state = match self.nfa.node(s) {
+                Node::Stored(state) => state,
+                Node::Embedded {
+                    embedding,
+                    at,
+                    dfa,
+                    copy,
+                    state,
+                } => {
+                    if self.live.embedded(embedding, at, state) {
+                        self.key.push(s);
+                    }
+                    if dfa.is_accepting(state) {
+                        self.stack.extend(at.after_match(copy, dfa.start()));
+                    }
+                    continue;
+                }
+            };
+            match state {
                 State::ByteRange(_) | State::Sparse(_) => {
-                    if self.live[s as usize] {
+                    if self.live.stored[s as usize] {
                         self.key.push(s)
                     }
                 }
@@ -278,7 +340,8 @@ impl Determinizer {
         }
         // When the input does not end the text, its end is just another position where more
         // text follows: the transition closure already answers.
-        self.work = self.work.saturating_add(self.seen.len());
+        let visited = self.seen.len() + self.seen_embedded.len();
+        self.work = self.work.saturating_add(visited);
         let accepting = if end_sensitive && self.anchors.text_end {
             self.accepts_at_end(kernel, start_holds)
         } else {
@@ -292,15 +355,30 @@ impl Determinizer {
 
     /// Whether a match is reachable from `kernel` with nothing left to read.
     fn accepts_at_end(&mut self, kernel: &[StateId], start_holds: bool) -> bool {
-        self.seen.clear();
+        self.clear_seen();
         self.stack.clear();
         self.stack.extend(kernel.iter().rev());
         while let Some(s) = self.stack.pop() {
-            if !self.seen.insert(s) {
+            if !self.visit(s) {
                 continue;
             }
             self.work = self.work.saturating_add(1);
-            match self.nfa.state(s) {
+            let state = match self.nfa.node(s) {
+                Node::Stored(state) => state,
+                Node::Embedded {
+                    at,
+                    dfa,
+                    copy,
+                    state,
+                    ..
+                } => {
+                    if dfa.is_accepting(state) {
+                        self.stack.extend(at.after_match(copy, dfa.start()));
+                    }
+                    continue;
+                }
+            };
+            match state {
                 State::Match => return true,
                 State::Epsilon(next) => self.stack.push(*next),
                 State::Union(alts) => self.stack.extend(alts.iter().rev()),
@@ -319,6 +397,20 @@ impl Determinizer {
             }
         }
         false
+    }
+
+    /// Marks `s` visited by the current closure; false if it was already.
+    fn visit(&mut self, s: StateId) -> bool {
+        if s < EMBEDDED_BASE {
+            self.seen.insert(s)
+        } else {
+            self.seen_embedded.insert(s)
+        }
+    }
+
+    fn clear_seen(&mut self) {
+        self.seen.clear();
+        self.seen_embedded.clear();
     }
 
     /// Closure steps taken so far, against `max_states * CLOSURE_WORK_PER_STATE`.
@@ -399,12 +491,101 @@ impl SparseSet {
 /// `at_end[q]`, a match is reachable from `q` reading nothing more (`End` holds, `NotEnd` does
 /// not), and `reading[q]`, a match is reachable from `q` reading at least one more byte. A
 /// byte-reading state is live exactly when it is in `reading`. Linear in the NFA's size.
-fn live_states(nfa: &Nfa) -> Vec<bool> {
+///
+/// Embedded automata are not walked state by state: inside one, every state that can read a byte
+/// and then reach an accepting state (the automaton's own `readers`, computed once per automaton)
+/// leads to the exit, so such a state is live exactly when its occurrence's exit has either fact.
+/// The only embedded ids stored states point at are occurrences' start states; their facts are
+/// derived from the exit's whenever the exit learns one, and passed on to their predecessors.
+#[derive(Clone, Debug)]
+struct Liveness {
+    /// Per stored state.
+    stored: Vec<bool>,
+    /// Per occurrence: whether its exit can still lead to a match.
+    exits: Vec<bool>,
+    /// Per automaton, per state: it reads a byte to a state from which an accepting one is
+    /// reachable.
+    readers: Vec<Vec<bool>>,
+}
+
+impl Liveness {
+    /// The liveness of `nfa`'s states; everything is live unless `prune`.
+    fn of(nfa: &Nfa, prune: bool) -> Self {
+        let readers = nfa.automata().iter().map(|d| readers(d)).collect();
+        if !prune {
+            return Liveness {
+                stored: vec![true; nfa.len()],
+                exits: vec![true; nfa.embeddings().len()],
+                readers,
+            };
+        }
+        let (reading, at_end) = backward_facts(nfa, &readers);
+        let exits = nfa
+            .embeddings()
+            .iter()
+            .map(|e| reading[e.exit as usize] || at_end[e.exit as usize])
+            .collect();
+        Liveness {
+            stored: reading,
+            exits,
+            readers,
+        }
+    }
+
+    /// Whether state `state` of occurrence `embedding` is live.
+    fn embedded(&self, embedding: usize, at: &crate::nfa::Embedding, state: u32) -> bool {
+        self.exits[embedding] && self.readers[at.automaton as usize][state as usize]
+    }
+}
+
+/// Per state of `dfa`: whether it reads some byte to a state from which an accepting state is
+/// reachable.
+fn readers(dfa: &crate::dfa::Dfa) -> Vec<bool> {
+    let n = dfa.num_states();
+    let k = dfa.classes().num_classes();
+    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for s in 0..n as u32 {
+        for c in 0..k {
+            let t = dfa.next_class(s, c as u8);
+            if t != dfa.dead() {
+                preds[t as usize].push(s);
+            }
+        }
+    }
+    let mut coaccessible: Vec<bool> = (0..n as u32).map(|s| dfa.is_accepting(s)).collect();
+    let mut work: Vec<u32> = (0..n as u32)
+        .filter(|&s| coaccessible[s as usize])
+        .collect();
+    let mut reader = vec![false; n];
+    while let Some(t) = work.pop() {
+        for &p in &preds[t as usize] {
+            reader[p as usize] = true;
+            if !coaccessible[p as usize] {
+                coaccessible[p as usize] = true;
+                work.push(p);
+            }
+        }
+    }
+    reader
+}
+
+/// The `reading` and `at_end` facts of every stored state (see [`Liveness`]).
+fn backward_facts(nfa: &Nfa, readers: &[Vec<bool>]) -> (Vec<bool>, Vec<bool>) {
     let n = nfa.len();
     let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
+    // Stored predecessors of the embedded ids stored states lead to (occurrences' starts).
+    let mut embedded_preds: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
     for (q, state) in nfa.states().iter().enumerate() {
         let q = q as StateId;
-        let mut add = |to: StateId| preds[to as usize].push(q);
+        let mut add = |to: StateId| {
+            if to < EMBEDDED_BASE {
+                if let Some(p) = preds.get_mut(to as usize) {
+                    p.push(q);
+                }
+            } else {
+                embedded_preds.entry(to).or_default().push(q);
+            }
+        };
         match state {
             State::ByteRange(t) => add(t.next),
             State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
@@ -413,8 +594,16 @@ fn live_states(nfa: &Nfa) -> Vec<bool> {
             State::Match | State::Fail => {}
         }
     }
+    // Per exit, the entered embedded ids whose facts follow from it.
+    let mut entries_by_exit: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
+    for &v in embedded_preds.keys() {
+        if let Node::Embedded { at, .. } = nfa.node(v) {
+            entries_by_exit.entry(at.exit).or_default().push(v);
+        }
+    }
     let mut at_end = vec![false; n];
     let mut reading = vec![false; n];
+    let mut embedded_facts: FxHashMap<StateId, (bool, bool)> = FxHashMap::default();
     // (state, true = at_end / false = reading) facts to propagate.
     let mut work: Vec<(StateId, bool)> = Vec::new();
     for (q, state) in nfa.states().iter().enumerate() {
@@ -424,7 +613,12 @@ fn live_states(nfa: &Nfa) -> Vec<bool> {
         }
     }
     while let Some((x, end_fact)) = work.pop() {
-        for &p in &preds[x as usize] {
+        let preds_of_x: &[StateId] = if x < EMBEDDED_BASE {
+            &preds[x as usize]
+        } else {
+            embedded_preds.get(&x).map_or(&[], |v| v.as_slice())
+        };
+        for &p in preds_of_x {
             let pi = p as usize;
             // What the predecessor learns from this fact, if anything.
             let (gets_end, gets_reading) = match nfa.state(p) {
@@ -447,8 +641,30 @@ fn live_states(nfa: &Nfa) -> Vec<bool> {
                 work.push((p, false));
             }
         }
+        // An exit that learns a fact tells the starts of its occurrences: an accepting start
+        // gets the fact itself (it moves on to the exit without reading), and a start that can
+        // read its way to an accepting state can match after a byte whatever the fact was.
+        let Some(entries) = entries_by_exit.get(&x) else {
+            continue;
+        };
+        for &v in entries {
+            let Node::Embedded { at, dfa, state, .. } = nfa.node(v) else {
+                continue;
+            };
+            let accepting = dfa.is_accepting(state);
+            let reads = readers[at.automaton as usize][state as usize];
+            let facts = embedded_facts.entry(v).or_default();
+            if accepting && end_fact && !facts.0 {
+                facts.0 = true;
+                work.push((v, true));
+            }
+            if (reads || (accepting && !end_fact)) && !facts.1 {
+                facts.1 = true;
+                work.push((v, false));
+            }
+        }
     }
-    reading
+    (reading, at_end)
 }
 
 #[cfg(test)]
@@ -533,6 +749,44 @@ mod tests {
         ] {
             assert_eq!(lazy_match(&mut d, s.as_bytes()), want, "{s:?}");
         }
+    }
+
+    #[test]
+    fn embedded_states_are_dead_where_their_exit_leads_nowhere() {
+        let letters = Hir::repeat(Hir::class(ClassSet::range(0x61, 0x7A)), 1, None);
+        let word = Hir::shared(letters);
+        let counted = Hir::repeat(Hir::literal("ab"), 20, Some(20));
+        let state_after = |h: &Hir, bytes: &[u8]| {
+            let mut d = determinizer(h, 100).unwrap();
+            let mut row = Vec::new();
+            let mut state = 1;
+            for &b in bytes {
+                d.next_row(state, &mut row).unwrap();
+                state = row[d.classes().get(b) as usize];
+            }
+            state
+        };
+        // After a byte the start of the text is behind: nothing inside the automata is alive.
+        for inner in [&word, &counted] {
+            let h = Hir::concat([inner.clone(), Hir::Look(Look::Start)]);
+            assert_eq!(state_after(&h, b"a"), 0);
+        }
+        // With a way out they are, and only as far as the way out allows.
+        let h = Hir::concat([word.clone(), Hir::literal("!")]);
+        assert_ne!(state_after(&h, b"ab"), 0);
+        let mut d = determinizer(&h, 100).unwrap();
+        assert!(
+            lazy_match(&mut d, b"ab!") && !lazy_match(&mut d, b"ab") && !lazy_match(&mut d, b"!")
+        );
+        let h = Hir::concat([counted, Hir::Look(Look::End)]);
+        let mut d = determinizer(&h, 100).unwrap();
+        assert!(lazy_match(&mut d, "ab".repeat(20).as_bytes()));
+        assert!(!lazy_match(&mut d, "ab".repeat(19).as_bytes()));
+        assert_eq!(state_after(&h, "ab".repeat(20).as_bytes()).min(1), 1);
+        assert_eq!(
+            state_after(&h, format!("{}a", "ab".repeat(20)).as_bytes()),
+            0
+        );
     }
 
     #[test]

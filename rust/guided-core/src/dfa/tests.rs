@@ -746,16 +746,23 @@ fn state_limit_is_raised_quickly() {
 
 #[test]
 fn nfa_limit_is_raised_before_allocating() {
-    let h = pat("(a{1000}){1000}");
+    // Copies too few to embed as one repeated automaton are counted before they are built.
+    let h = pat("((((((ab){10}){10}){10}){10}){10}){10}");
     match Dfa::from_hir(&h, &DfaConfig::default()) {
         Err(Error::SizeLimit { limit, .. }) => assert_eq!(limit, "nfa_states"),
         other => panic!("expected a size limit, got {other:?}"),
     }
     let small = NfaConfig { max_states: 100 };
     assert!(matches!(
-        Dfa::from_hir_with(&pat("a{200}"), &DfaConfig::default(), &small),
+        Dfa::from_hir_with(&pat("(a{15}){15}"), &DfaConfig::default(), &small),
         Err(Error::SizeLimit { ref limit, .. }) if limit == "nfa_states"
     ));
+    // Many copies embed one automaton: the NFA is small, and the million states the language
+    // needs are refused by the state limit.
+    match Dfa::from_hir(&pat("(a{1000}){1000}"), &DfaConfig::default()) {
+        Err(Error::SizeLimit { limit, .. }) => assert_eq!(limit, "max_states"),
+        other => panic!("expected a size limit, got {other:?}"),
+    }
 }
 
 #[test]
