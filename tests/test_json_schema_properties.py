@@ -46,6 +46,11 @@ scalar_schemas = st.one_of(
         lambda lo: {"type": "number", "exclusiveMinimum": lo}, st.sampled_from([-1.5, 0, 0.25, 10])
     ),
     st.builds(lambda k: {"type": "integer", "multipleOf": k}, st.sampled_from([2, 3, 5, 10])),
+    # Steps whose residue automata have no small expression (binary-exact, so that jsonschema's
+    # float division judges them exactly too).
+    st.builds(
+        lambda k: {"type": "number", "multipleOf": k}, st.sampled_from([7, 11, 37, 2.5, 6.75])
+    ),
     st.builds(
         lambda lo, hi: {"type": "string", "minLength": lo, "maxLength": lo + hi},
         st.integers(0, 3),

@@ -62,10 +62,23 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
+/// The automata of one construction, nested constructions included.
+pub(crate) type DfaMemo = Rc<RefCell<Automata>>;
+
 /// The automata already built (or refused, with the error) for intersections, complements,
-/// shared expressions and repeated operands during one construction. Keyed by anchoring case,
-/// then by expression (so that a lookup borrows the expression).
-pub(crate) type DfaMemo = Rc<RefCell<FxHashMap<Anchors, FxHashMap<Hir, Result<Arc<Dfa>>>>>>;
+/// shared expressions and repeated operands.
+#[derive(Debug, Default)]
+pub(crate) struct Automata {
+    /// Keyed by anchoring case, then by expression (so that a lookup borrows the expression).
+    built: FxHashMap<Anchors, FxHashMap<Hir, Result<Arc<Dfa>>>>,
+    /// Shared expressions whose automaton was refused by a size limit.
+    refused_shared: usize,
+}
+
+/// Shared expressions past the limits that one construction compiles in place before it gives
+/// up: each refusal costs a whole bounded subset construction, and an expression with many such
+/// parts is past the limits in place too.
+const MAX_REFUSED_SHARED: usize = 2;
 
 /// Index of a state in an [`Nfa`].
 pub type StateId = u32;
@@ -443,6 +456,7 @@ impl Builder {
             }
             Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
             Hir::Intersection(_) | Hir::Complement(_) | Hir::Shared(_) => self.boolean(hir),
+            Hir::Automaton(a) => self.embed_from(a.dfa(), a.state()),
         }
     }
 
@@ -621,7 +635,11 @@ impl Builder {
                     // Sharing is only an economy: a shared expression too large to build as one
                     // automaton is compiled in place instead, where a lazy construction only
                     // builds what the input visits.
-                    (Err(Error::SizeLimit { .. }), Hir::Shared(s)) => return self.compile(s.hir()),
+                    (Err(Error::SizeLimit { .. }), Hir::Shared(s))
+                        if self.memo.borrow().refused_shared <= MAX_REFUSED_SHARED =>
+                    {
+                        return self.compile(s.hir())
+                    }
                     (Err(e), _) => return Err(e),
                 }
             }
@@ -669,12 +687,21 @@ impl Builder {
     /// The automaton of an intersection, complement, shared expression or repeated operand,
     /// built (or refused) once per construction.
     fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Arc<Dfa>> {
-        if let Some(d) = self.memo.borrow().get(&anchors).and_then(|m| m.get(hir)) {
+        if let Some(d) = self
+            .memo
+            .borrow()
+            .built
+            .get(&anchors)
+            .and_then(|m| m.get(hir))
+        {
             return d.clone();
         }
         let d = self.build_boolean_dfa(hir, anchors).map(Arc::new);
-        self.memo
-            .borrow_mut()
+        let mut memo = self.memo.borrow_mut();
+        if matches!((&d, hir), (Err(Error::SizeLimit { .. }), Hir::Shared(_))) {
+            memo.refused_shared += 1;
+        }
+        memo.built
             .entry(anchors)
             .or_default()
             .insert(hir.clone(), d.clone());
@@ -716,6 +743,15 @@ impl Builder {
     /// documentation), entered at its start state, left through a new stored state.
     fn embed(&mut self, dfa: &Arc<Dfa>) -> Result<Frag> {
         self.embed_repeated(dfa, 1, 1, false)
+    }
+
+    /// [`Builder::embed`], entered at state `start` rather than the automaton's own start.
+    fn embed_from(&mut self, dfa: &Arc<Dfa>, start: u32) -> Result<Frag> {
+        let f = self.embed(dfa)?;
+        Ok(Frag {
+            start: f.start - dfa.start() + start,
+            end: f.end,
+        })
     }
 
     /// Embeds `copies` copies of a DFA, at least `min` of which must match, the last one again
@@ -1099,6 +1135,20 @@ mod tests {
         let word = "q".repeat(40);
         assert!(simulate(&n, format!("{word}!{word}").as_bytes()));
         assert!(!simulate(&n, format!("{word}!q").as_bytes()));
+        // Only a few distinct ones: each refusal cost a bounded construction, and more than
+        // `MAX_REFUSED_SHARED` of them give up.
+        let distinct = |n: usize| {
+            let parts = (0..n).map(|i| {
+                let letter = Hir::class(ClassSet::range(0x61 + i as u32, 0x61 + i as u32));
+                Hir::shared(Hir::repeat(letter, 40, Some(40)))
+            });
+            Nfa::new(&Hir::concat(parts), &NfaConfig::default(), &small)
+        };
+        assert!(distinct(MAX_REFUSED_SHARED).is_ok());
+        assert!(matches!(
+            distinct(MAX_REFUSED_SHARED + 1),
+            Err(Error::SizeLimit { .. })
+        ));
         // An intersection has no such fallback: it is refused.
         let both = Hir::intersection([
             Hir::repeat(Hir::class(ClassSet::range(0x61, 0x7A)), 40, Some(40)),

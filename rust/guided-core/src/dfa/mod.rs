@@ -147,6 +147,11 @@ impl Dfa {
     }
 
     /// Regroups the classes of a canonical minimal table by column and derives the final flags.
+    /// Minimizes a raw automaton (dead state 0, start 1) into a `Dfa`.
+    pub(crate) fn from_raw(raw: Raw) -> Dfa {
+        Self::from_minimal(minimize::minimize(&raw))
+    }
+
     pub(crate) fn from_minimal(raw: Raw) -> Dfa {
         let n = raw.accepting.len();
         let k = raw.classes.num_classes();

@@ -160,6 +160,16 @@ fn spans(h: &Hir, text: &[u8]) -> Spans {
             }
         }
         Hir::Shared(s) => m = spans(s.hir(), text),
+        Hir::Automaton(a) => {
+            for (i, row) in m.iter_mut().enumerate() {
+                let mut at = Some(a.clone());
+                for (j, cell) in row.iter_mut().enumerate().skip(i) {
+                    let Some(cur) = &at else { break };
+                    *cell = cur.dfa().is_accepting(cur.state());
+                    at = text.get(j).and_then(|&b| cur.step(b));
+                }
+            }
+        }
     }
     m
 }
@@ -326,6 +336,7 @@ fn rebuild(h: &Hir) -> Hir {
         Hir::Intersection(c) => Hir::intersection(c.iter().map(rebuild)),
         Hir::Complement(sub) => Hir::complement(rebuild(sub)),
         Hir::Shared(s) => Hir::shared(rebuild(s.hir())),
+        Hir::Automaton(_) => h.clone(),
     }
 }
 
@@ -399,6 +410,22 @@ fn sample(h: &Hir, rng: &mut Rng, out: &mut Vec<u8>) {
         Hir::Concat(c) => c.iter().for_each(|h| sample(h, rng, out)),
         Hir::Alternation(c) | Hir::Intersection(c) => sample(&c[rng.below(c.len())], rng, out),
         Hir::Shared(s) => sample(s.hir(), rng, out),
+        Hir::Automaton(a) => {
+            let mut cur = a.clone();
+            for _ in 0..16 {
+                if cur.dfa().is_accepting(cur.state()) && rng.below(2) == 0 {
+                    break;
+                }
+                let live: Vec<u8> = (0..=255u8).filter(|&b| cur.step(b).is_some()).collect();
+                let Some(next) = live.get(rng.below(live.len().max(1))).and_then(|&b| {
+                    out.push(b);
+                    cur.step(b)
+                }) else {
+                    break;
+                };
+                cur = next;
+            }
+        }
         Hir::Repeat { sub, min, max } => {
             let top = max.unwrap_or(min + 3).min(min + 3);
             let count = min + rng.below((top - min + 1) as usize) as u32;

@@ -365,7 +365,7 @@ impl<'a> Compiler<'a> {
     /// builds once. Small languages are left inline: a barrier costs an automaton of its own.
     pub(crate) fn barrier(&mut self, h: Hir) -> Hir {
         if h.is_nothing()
-            || matches!(h, Hir::Intersection(_) | Hir::Shared(_))
+            || matches!(h, Hir::Intersection(_) | Hir::Shared(_) | Hir::Automaton(_))
             || h.unique_size_within(BARRIER_NODES - 1).is_some()
         {
             return h;
@@ -995,7 +995,6 @@ impl<'a> Compiler<'a> {
             multiple_of: sc.step.as_ref().map(|(d, _)| d.clone()),
             // Integers are written without exponents (see `numbers`).
             exponents: !integer && self.exponents(flat, ctx),
-            max_nodes: self.opts.max_multiple_of_nodes,
         };
         let lang = number_language(&spec).and_then(|h| {
             if sc.types.has(Types::INT) || h.is_nothing() {
@@ -1009,7 +1008,6 @@ impl<'a> Compiler<'a> {
                 hi: None,
                 multiple_of: None,
                 exponents: spec.exponents,
-                max_nodes: spec.max_nodes,
             })?;
             Ok(Hir::intersection([h, Hir::complement(integral)]))
         });

@@ -17,7 +17,8 @@
 
 use std::collections::HashMap;
 
-use crate::regex::Hir;
+use crate::dfa::{ByteClasses, Dfa, Raw};
+use crate::regex::{ClassSet, Hir};
 
 /// A complete deterministic automaton over the symbols `0..alphabet`.
 #[derive(Clone, Debug)]
@@ -52,6 +53,50 @@ impl SmallDfa {
 
     fn next(&self, s: usize, sym: usize) -> usize {
         self.trans[s * self.alphabet + sym]
+    }
+
+    /// The same language as a minimized byte automaton, where byte `b` reads symbol
+    /// `symbol_of(b)` (and bytes without a symbol lead nowhere).
+    pub(crate) fn to_byte_dfa(&self, symbol_of: impl Fn(u8) -> Option<usize>) -> Dfa {
+        // Byte classes: one per symbol, and one for the bytes without.
+        let classes = ByteClasses::from_keys(&symbol_of);
+        let k = classes.num_classes();
+        let rep_symbol: Vec<Option<usize>> = classes
+            .representatives()
+            .iter()
+            .map(|&b| symbol_of(b))
+            .collect();
+        // The raw numbering wants the dead state at 0 and the start at 1: a fresh dead state,
+        // then the start, then the rest in order (minimization merges this automaton's own sinks
+        // into the fresh one).
+        let n = self.len();
+        let id = |s: usize| -> u32 {
+            if s == self.start {
+                1
+            } else if s < self.start {
+                s as u32 + 2
+            } else {
+                s as u32 + 1
+            }
+        };
+        let mut order = vec![self.start];
+        order.extend((0..n).filter(|&s| s != self.start));
+        let mut table = vec![0u32; (n + 1) * k];
+        let mut accepting = vec![false; n + 1];
+        for &s in &order {
+            let row = id(s) as usize;
+            accepting[row] = self.accept[s];
+            for (c, sym) in rep_symbol.iter().enumerate() {
+                if let Some(sym) = sym {
+                    table[row * k + c] = id(self.next(s, *sym));
+                }
+            }
+        }
+        Dfa::from_raw(Raw {
+            classes,
+            table,
+            accepting,
+        })
     }
 
     /// The minimal equivalent automaton (unreachable states dropped, equivalent states merged).
@@ -195,6 +240,36 @@ pub(crate) fn eliminate(
         }
     }
     Some(edges.remove(&(start, fin)).unwrap_or_else(Hir::nothing))
+}
+
+/// An expression for the language of `dfa` read from `state`, for printing an [`Hir::Automaton`];
+/// `None` past `max_nodes`, or when a byte outside ASCII leads anywhere (a class of such bytes is
+/// not a set of code points; the automata the compiler builds read ASCII only).
+pub(crate) fn automaton_expression(dfa: &Dfa, state: u32, max_nodes: usize) -> Option<Hir> {
+    let classes = dfa.classes();
+    let k = classes.num_classes();
+    let mut small = SmallDfa::new(dfa.num_states(), k);
+    let mut sets = Vec::with_capacity(k);
+    for c in 0..k as u8 {
+        let members: Vec<u8> = classes.members(c).collect();
+        let ascii = members.iter().all(|b| b.is_ascii());
+        let leads = (0..dfa.num_states() as u32).any(|s| dfa.next_class(s, c) != dfa.dead());
+        if leads && !ascii {
+            return None;
+        }
+        sets.push(ClassSet::from_ranges(
+            members.iter().map(|&b| (u32::from(b), u32::from(b))),
+        ));
+        for s in 0..dfa.num_states() {
+            small.set(s, c as usize, dfa.next_class(s as u32, c) as usize);
+        }
+    }
+    for s in 0..dfa.num_states() {
+        small.accept[s] = dfa.is_accepting(s as u32);
+    }
+    small.start = state as usize;
+    let symbol = |c: usize| Hir::class(sets[c].clone());
+    eliminate(&small.minimize(), &symbol, max_nodes)
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@
 //! would be a poor choice for long inputs; tests use it as an oracle on short strings only.
 //!
 //! Shared nodes are looked through: a derivative only unfolds the part of the expression the
-//! string has reached, and copies the rest by reference.
+//! string has reached, and copies the rest by reference. An automaton's derivative is the same
+//! automaton, one step on.
 //!
 //! Anchors ([`Hir::Look`]) never reach this module: the schema compiler resolves them before it
 //! builds anything it matches against.
@@ -91,6 +92,14 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
         Hir::Intersection(v) => Hir::intersection(v.iter().map(|x| derive(x, c))),
         Hir::Complement(sub) => Hir::complement(derive(sub, c)),
         Hir::Shared(s) => derive(s.hir(), c),
+        Hir::Automaton(a) => {
+            let mut buf = [0u8; 4];
+            let mut cur = Some(a.clone());
+            for &b in c.encode_utf8(&mut buf).as_bytes() {
+                cur = cur.and_then(|a| a.step(b));
+            }
+            cur.map_or_else(Hir::nothing, Hir::Automaton)
+        }
     }
 }
 

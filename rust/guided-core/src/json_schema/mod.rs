@@ -63,6 +63,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::regex::{parse, Hir};
 use compile::{Compiler, Ctx, Part};
+use rustc_hash::FxHashMap;
 
 /// The default whitespace between tokens: at most one space.
 pub const DEFAULT_WHITESPACE: &str = "[ ]?";
@@ -96,8 +97,6 @@ pub struct SchemaOptions {
     pub max_branches: usize,
     /// Largest HIR produced, in nodes.
     pub max_hir_nodes: usize,
-    /// Largest expression for one `multipleOf` residue automaton, in nodes.
-    pub max_multiple_of_nodes: usize,
 }
 
 impl Default for SchemaOptions {
@@ -113,7 +112,6 @@ impl Default for SchemaOptions {
             max_work: 100_000,
             max_branches: 64,
             max_hir_nodes: 4_000_000,
-            max_multiple_of_nodes: 20_000,
         }
     }
 }
@@ -145,7 +143,11 @@ fn whitespace(opts: &SchemaOptions) -> Result<Hir> {
             Hir::Class(set) => set.ranges().iter().all(|&(lo, hi)| (lo..=hi).all(blank)),
             Hir::Concat(v) | Hir::Alternation(v) => v.iter().all(json_blank),
             Hir::Repeat { sub, .. } => json_blank(sub),
-            Hir::Look(_) | Hir::Intersection(_) | Hir::Complement(_) | Hir::Shared(_) => false,
+            Hir::Look(_)
+            | Hir::Intersection(_)
+            | Hir::Complement(_)
+            | Hir::Shared(_)
+            | Hir::Automaton(_) => false,
         }
     }
     if !json_blank(&h) {
@@ -193,27 +195,55 @@ fn compile_schema(schema: &Value, opts: &SchemaOptions, memoize: bool) -> Result
     })
 }
 
-/// `h` with every shared node expanded into a copy of its contents: the plain expression, which
-/// prints without any extended operator the compiler does not put there itself.
+/// Most nodes one automaton's printed expression may take: state elimination reaches it quickly
+/// when the expression explodes, and past it the pattern would be unreadable anyway.
+const MAX_AUTOMATON_EXPRESSION_NODES: usize = 200_000;
+
+/// `h` with every shared node expanded into a copy of its contents and every automaton written as
+/// an expression: the plain expression, which prints without any extended operator the compiler
+/// does not put there itself.
 ///
 /// The expansion repeats each shared language at every place it occurs, which can be far larger
 /// than `h` itself; it is refused with [`Error::SizeLimit`] (`max_pattern_nodes`) past `limit`
-/// nodes, before anything is built.
+/// nodes, before anything is built. An automaton's expression (by state elimination) can be
+/// exponentially larger than the automaton, and is refused the same way past
+/// [`MAX_AUTOMATON_EXPRESSION_NODES`].
 pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
-    fn expand(h: &Hir) -> Hir {
+    let refused = || Error::size_limit("max_pattern_nodes", limit + 1, limit);
+    // Each automaton is converted once, however often it occurs.
+    let mut converted: FxHashMap<Hir, Hir> = FxHashMap::default();
+    let mut automata = Vec::new();
+    h.walk_unique(&mut Default::default(), |x| {
+        if let Hir::Automaton(_) = x {
+            automata.push(x);
+        }
+        true
+    });
+    for x in automata {
+        if let Hir::Automaton(a) = x {
+            let budget = limit.min(MAX_AUTOMATON_EXPRESSION_NODES);
+            let e = elimination::automaton_expression(a.dfa(), a.state(), budget)
+                .ok_or_else(refused)?;
+            converted.insert(x.clone(), e);
+        }
+    }
+    fn expand(h: &Hir, converted: &FxHashMap<Hir, Hir>) -> Hir {
+        let go = |x: &Hir| expand(x, converted);
         match h {
-            Hir::Shared(s) => expand(s.hir()),
-            Hir::Intersection(v) => Hir::intersection(v.iter().map(expand)),
-            Hir::Concat(v) => Hir::concat(v.iter().map(expand)),
-            Hir::Alternation(v) => Hir::alternation(v.iter().map(expand)),
-            Hir::Repeat { sub, min, max } => Hir::repeat(expand(sub), *min, *max),
-            Hir::Complement(sub) => Hir::complement(expand(sub)),
+            Hir::Shared(s) => go(s.hir()),
+            Hir::Automaton(_) => converted.get(h).cloned().unwrap_or_else(Hir::nothing),
+            Hir::Intersection(v) => Hir::intersection(v.iter().map(go)),
+            Hir::Concat(v) => Hir::concat(v.iter().map(go)),
+            Hir::Alternation(v) => Hir::alternation(v.iter().map(go)),
+            Hir::Repeat { sub, min, max } => Hir::repeat(go(sub), *min, *max),
+            Hir::Complement(sub) => Hir::complement(go(sub)),
             other => other.clone(),
         }
     }
-    match h.expanded_size_within(limit) {
-        Some(_) => Ok(expand(h)),
-        None => Err(Error::size_limit("max_pattern_nodes", limit + 1, limit)),
+    let extra: usize = converted.values().map(Hir::unique_size).sum();
+    match h.expanded_size_within(limit.saturating_sub(extra)) {
+        Some(_) => Ok(expand(h, &converted)),
+        None => Err(refused()),
     }
 }
 

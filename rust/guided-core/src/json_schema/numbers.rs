@@ -32,15 +32,16 @@
 //! that are powers of ten (`0.01`, `1`) become a fraction rule inside the same generator. Other
 //! steps inside a bounded range with few multiples become the list of those multiples. The rest
 //! read digits through a residue automaton (about `P * (t + 2)` states before minimization, syntax
-//! checked as it reads), converted to an expression by state elimination under a size budget, and
-//! intersected with the bounds when there are any;
-//! steps with large odd factors make that expression explode and are refused by the budget. With a
-//! step in force a location admits no exponent texts, because divisibility of an exponent text's
+//! checked as it reads, `P` at most 4096), carried into the expression as an automaton
+//! ([`Hir::automaton`]) and intersected with the bounds when there are any. It stays an automaton
+//! all the way to the NFA, which embeds it as it is: its shortest expression (by state
+//! elimination) is exponential in the number of residues for steps with large odd factors, so only
+//! printing the pattern pays that, under the pattern's size limit. With a step in force a location admits no exponent texts, because divisibility of an exponent text's
 //! value is not something a small automaton can read.
 
 use super::decimal::Decimal;
 use super::digits::{decimal_digit, digit_class};
-use super::elimination::{eliminate, SmallDfa};
+use super::elimination::SmallDfa;
 use crate::error::{Error, Result};
 use crate::regex::Hir;
 
@@ -72,12 +73,10 @@ pub(crate) struct NumberSpec {
     pub(crate) multiple_of: Option<Decimal>,
     /// Whether exponent texts are admitted at this location.
     pub(crate) exponents: bool,
-    /// Budget for the multiple-of expression, in HIR nodes.
-    pub(crate) max_nodes: usize,
 }
 
-/// The texts of the numbers `spec` admits. `Err` names `multipleOf` when the step's language is
-/// beyond the budget.
+/// The texts of the numbers `spec` admits. `Err` names `multipleOf` when the step's residue
+/// automaton would be too large.
 pub(crate) fn number_language(spec: &NumberSpec) -> Result<Hir> {
     let mut lo = spec.lo.clone();
     let mut hi = spec.hi.clone();
@@ -124,7 +123,7 @@ pub(crate) fn number_language(spec: &NumberSpec) -> Result<Hir> {
             if let Some(listed) = list_multiples(k, lo.as_ref(), hi.as_ref())? {
                 return Ok(listed);
             }
-            Some(residue_language(k, spec.max_nodes)?)
+            Some(residue_language(k)?)
         }
     };
     let (pos, neg) = split_by_sign(lo.as_ref(), hi.as_ref());
@@ -330,7 +329,6 @@ pub(crate) fn texts_of(v: &Decimal, exponents: bool) -> Hir {
         hi: Some(bound),
         multiple_of: None,
         exponents,
-        max_nodes: usize::MAX,
     };
     // No step, so the only error path (multipleOf) cannot be taken.
     number_language(&spec).unwrap_or_else(|_| plain_texts_of(v))
@@ -822,7 +820,7 @@ fn exponent_text(lo: Option<i64>, hi: Option<i64>) -> Hir {
 /// Plain unsigned texts (`(0|[1-9][0-9]*)(\.[0-9]+)?`) whose value is a multiple of the step `k`,
 /// read by a residue automaton that also checks the syntax, so that without bounds no
 /// intersection is needed.
-fn residue_language(k: &Decimal, max_nodes: usize) -> Result<Hir> {
+fn residue_language(k: &Decimal) -> Result<Hir> {
     // k = K / 10^t with K a positive integer; x is a multiple of k when x * 10^t is an integer
     // (no non-zero digit past the t-th fraction place) divisible by K.
     let t = (-k.exponent()).max(0);
@@ -896,18 +894,11 @@ fn residue_language(k: &Decimal, max_nodes: usize) -> Result<Hir> {
         }
     }
     dfa.start = start;
-    let symbol = |sym: usize| -> Hir {
-        if sym == dot {
-            Hir::literal(".")
-        } else {
-            digit(sym as u32)
-        }
-    };
-    eliminate(&dfa.minimize(), &symbol, max_nodes).ok_or_else(|| Error::SizeLimit {
-        limit: "multiple_of_nodes".into(),
-        value: max_nodes as u64 + 1,
-        maximum: max_nodes as u64,
-    })
+    Ok(Hir::automaton(dfa.to_byte_dfa(|b| match b {
+        b'0'..=b'9' => Some(usize::from(b - b'0')),
+        b'.' => Some(dot),
+        _ => None,
+    })))
 }
 
 #[cfg(test)]
@@ -947,7 +938,8 @@ mod tests {
         for extra in [
             "1e+16", "1.5e+16", "2.5e3", "1.2e1", "12.50", "100.0", "-100", "1E-05", "9.999",
             "-0.0", "0.25", "-1.50", "99.9", "120", "121", "999", "1000", "10000", "-99", "-100.5",
-            "2.999", "18.5", "1e-07", "-2.5e-1",
+            "2.999", "18.5", "1e-07", "-2.5e-1", "6.75", "6.750", "-20.25", "13.5", "27", "6.7",
+            "37", "-111", "74.0", "-4995", "28.5", "-19", "1000.5", "1008.5", "132", "-143.00",
         ] {
             out.push(extra.to_string());
         }
@@ -969,12 +961,15 @@ mod tests {
         matches(&h, s)
     }
 
+    /// The language, read both by derivatives and by its automaton, against `valid`.
     fn check(spec: NumberSpec, valid: impl Fn(&Decimal) -> bool) {
         let h = number_language(&spec).unwrap();
+        let dfa = crate::dfa::Dfa::from_hir(&h, &Default::default()).unwrap();
         for s in candidates() {
             let exponents = spec.exponents && spec.multiple_of.is_none();
             let expect = admitted(&s, exponents) && valid(&d(&s));
             assert_eq!(matches(&h, &s), expect, "{s:?} under {spec:?}\n{h}");
+            assert_eq!(dfa.is_match(s.as_bytes()), expect, "{s:?} under {spec:?}");
         }
     }
 
@@ -985,7 +980,6 @@ mod tests {
             hi,
             multiple_of: None,
             exponents,
-            max_nodes: 100_000,
         }
     }
 
@@ -1048,6 +1042,11 @@ mod tests {
             ("3", None, None),
             ("0.01", None, None),
             ("2", Some("-9"), Some("9")),
+            // Large odd factors: residue automata whose expressions would be huge.
+            ("11", None, None),
+            ("6.75", None, None),
+            ("37", Some("-5000"), None),
+            ("9.5", None, Some("1000.5")),
         ] {
             let step = d(k);
             let (l, h) = (lo.map(d), hi.map(d));
@@ -1057,7 +1056,6 @@ mod tests {
                 hi: hi.and_then(|x| bound(x, false)),
                 multiple_of: Some(step.clone()),
                 exponents: true,
-                max_nodes: 100_000,
             };
             check(spec, |v| {
                 is_multiple(v, &step)

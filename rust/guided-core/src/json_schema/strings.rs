@@ -155,6 +155,8 @@ pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
             Hir::intersection([Hir::complement(encode(sub)?), any_string_body()])
         }
         Hir::Shared(s) => encode(s.hir())?,
+        // Automata are built for numbers, not for string values.
+        Hir::Automaton(_) => return Err("an automaton where a string value was expected".into()),
     })
 }
 
@@ -261,7 +263,7 @@ pub(crate) fn length_range(h: &Hir) -> (u64, Option<u64>) {
             let max = parts.iter().filter_map(|p| p.1).min();
             (min, max)
         }
-        Hir::Complement(_) => (0, None),
+        Hir::Complement(_) | Hir::Automaton(_) => (0, None),
         Hir::Shared(s) => length_range(s.hir()),
     }
 }

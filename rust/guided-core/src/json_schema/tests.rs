@@ -457,3 +457,52 @@ fn copies_of_a_value_language_are_shared_not_rebuilt() {
         other => panic!("expected max_pattern_nodes, got {other:?}"),
     }
 }
+
+#[test]
+fn residue_automata_are_embedded_and_printed_only_on_request() {
+    use crate::regex::{parse, Hir};
+    // A step of 7: the automaton's expression is some tens of thousands of nodes, printed.
+    let seven = json!({"type": "integer", "multipleOf": 7});
+    let c = json_schema_to_hir(&seven, &SchemaOptions::default()).unwrap();
+    let mut automata = 0;
+    c.hir.walk_unique(&mut Default::default(), |h| {
+        automata += usize::from(matches!(h, Hir::Automaton(_)));
+        true
+    });
+    assert!(automata > 0, "the residue counter stays an automaton");
+    let (pattern, _) = json_schema_to_regex(&seven, &SchemaOptions::default()).unwrap();
+    assert!(same_language(&parse(&pattern).unwrap(), &c.hir));
+    check(
+        seven,
+        &["0", "-7", "700", "7.00"],
+        &["1", "7.5", "70e1", "-0.7"],
+    );
+    // Steps with large odd factors: exact as automata, too large to print.
+    for (schema, good, bad) in [
+        (
+            json!({"type": "number", "multipleOf": 6.75}),
+            &["6.75", "-13.5", "27", "0.0"][..],
+            &["6.7", "3.375", "1"][..],
+        ),
+        (
+            json!({"type": "integer", "multipleOf": 37, "minimum": 100}),
+            &["111", "37000"][..],
+            &["37", "112"][..],
+        ),
+    ] {
+        let opts = SchemaOptions::default();
+        let c = json_schema_to_hir(&schema, &opts).unwrap();
+        let dfa = crate::dfa::Dfa::from_hir(&c.hir, &Default::default()).unwrap();
+        for t in good {
+            assert!(dfa.is_match(t.as_bytes()), "{schema} should accept {t}");
+        }
+        for t in bad {
+            assert!(!dfa.is_match(t.as_bytes()), "{schema} should refuse {t}");
+        }
+        check(schema.clone(), good, bad);
+        match json_schema_to_regex(&schema, &opts) {
+            Err(Error::SizeLimit { limit, .. }) => assert_eq!(limit, "max_pattern_nodes"),
+            other => panic!("{schema}: expected a size limit, got {other:?}"),
+        }
+    }
+}

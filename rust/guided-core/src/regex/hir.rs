@@ -23,6 +23,11 @@
 //! exponential in the nesting: [`Hir::unique_size_within`] and [`Hir::expanded_size_within`] measure
 //! both views, and printing expands (so callers bound the expanded size first).
 //!
+//! A few languages are automata rather than expressions: "the digits read so far leave remainder
+//! `r` modulo the step" is a residue counter, whose shortest expression can be exponentially
+//! larger. [`Hir::Automaton`] carries such a language as a minimized byte [`Dfa`], which the NFA
+//! embeds as it is; only printing has to turn it into an expression, and printing may refuse.
+//!
 //! [`Hir`] implements `Display`, printing a pattern in the crate's own dialect that parses back to
 //! an equivalent HIR. Patterns without intersection or complement print in the subset Python's `re`
 //! also reads, so the text the schema compiler hands out is useful to other engines too.
@@ -33,6 +38,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::dfa::Dfa;
 
 /// The largest Unicode scalar value.
 pub const MAX_CODE_POINT: u32 = 0x10FFFF;
@@ -199,6 +206,56 @@ pub enum Hir {
     /// The child's language, held by reference: copies are cheap, and the automaton layer builds
     /// one minimized automaton per shared node however often it occurs.
     Shared(Shared),
+    /// The language of a byte automaton from one of its states. It never comes from a pattern,
+    /// and it prints (as an expression equivalent to it) only through
+    /// `json_schema::expand_shared`.
+    Automaton(Automaton),
+}
+
+/// A minimized byte automaton standing in an expression, read from `state` (its start when made).
+///
+/// Equality and hashing are by identity and state, like [`Shared`].
+#[derive(Debug, Clone)]
+pub struct Automaton {
+    id: u64,
+    dfa: Arc<Dfa>,
+    state: u32,
+}
+
+impl Automaton {
+    /// The automaton.
+    pub fn dfa(&self) -> &Arc<Dfa> {
+        &self.dfa
+    }
+
+    /// The state the language is read from.
+    pub fn state(&self) -> u32 {
+        self.state
+    }
+
+    /// The same automaton after `byte`; `None` when that is the dead state.
+    pub fn step(&self, byte: u8) -> Option<Automaton> {
+        let next = self.dfa.next_state(self.state, byte);
+        (next != self.dfa.dead()).then(|| Automaton {
+            id: self.id,
+            dfa: Arc::clone(&self.dfa),
+            state: next,
+        })
+    }
+}
+
+impl PartialEq for Automaton {
+    fn eq(&self, other: &Automaton) -> bool {
+        (self.id, self.state) == (other.id, other.state)
+    }
+}
+
+impl Eq for Automaton {}
+
+impl Hash for Automaton {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.id, self.state).hash(state)
+    }
 }
 
 /// A sub-expression held by reference, with the properties walks would otherwise recompute.
@@ -212,7 +269,7 @@ pub struct Shared {
     anchors: (bool, bool),
 }
 
-/// Ids for [`Shared`] nodes, unique within the process.
+/// Ids for [`Shared`] and [`Automaton`] nodes, unique within the process.
 static NEXT_SHARED_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Shared {
@@ -407,6 +464,18 @@ impl Hir {
         }
     }
 
+    /// The language of `dfa` (nothing when it matches nothing).
+    pub fn automaton(dfa: Dfa) -> Hir {
+        if dfa.matches_nothing() {
+            return Hir::nothing();
+        }
+        Hir::Automaton(Automaton {
+            id: NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed),
+            state: dfa.start(),
+            dfa: Arc::new(dfa),
+        })
+    }
+
     /// The expression itself, looking through shared nodes.
     pub fn unshared(&self) -> &Hir {
         let mut h = self;
@@ -437,7 +506,8 @@ impl Hir {
                 return false;
             }
             match h {
-                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => {}
+                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) | Hir::Automaton(_) => {
+                }
                 Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
                 Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
                 Hir::Shared(s) => {
@@ -460,6 +530,7 @@ impl Hir {
             Hir::Repeat { sub, min, .. } => *min == 0 || sub.nullable(),
             Hir::Complement(sub) => !sub.nullable(),
             Hir::Shared(s) => s.nullable,
+            Hir::Automaton(a) => a.dfa.is_accepting(a.state),
         }
     }
 
@@ -469,7 +540,7 @@ impl Hir {
         match self {
             Hir::Look(Look::Start) => (true, false),
             Hir::Look(Look::End) => (false, true),
-            Hir::Empty | Hir::Literal(_) | Hir::Class(_) => (false, false),
+            Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Automaton(_) => (false, false),
             Hir::Repeat { sub, .. } | Hir::Complement(sub) => sub.anchors(),
             Hir::Concat(c) | Hir::Alternation(c) | Hir::Intersection(c) => {
                 c.iter().fold((false, false), |(s, e), h| {
@@ -508,6 +579,8 @@ impl Hir {
             while let Some(h) = stack.pop() {
                 let here = match h {
                     Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,
+                    // Its printed size is unknown until it is converted; a state is a fair guess.
+                    Hir::Automaton(a) => a.dfa.num_states(),
                     Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => {
                         stack.extend(v);
                         1
@@ -616,6 +689,9 @@ impl Hir {
                 f.write_str(")")
             }
             Hir::Shared(s) => s.hir.write_at(f, need),
+            // Not a pattern: callers convert automata first (`json_schema::expand_shared`), and
+            // this marker does not parse, so a slip cannot pass for a pattern.
+            Hir::Automaton(a) => write!(f, "(?automaton:{})", a.dfa.num_states()),
         }
     }
 }
