@@ -1,19 +1,23 @@
-//! From a small automaton back to an expression, by state elimination.
+//! Small automata built by hand, and the way back from an automaton to an expression.
 //!
 //! A few schema constraints are most naturally automata, not expressions: "the digits read so far
-//! leave remainder `r` modulo the step" is a residue counter, not a pattern anyone would write. The
-//! compiler's output is an HIR (an expression tree), so such an automaton has to be turned back into
-//! one. State elimination does that: add a fresh start and a fresh final state, then remove the
-//! original states one by one, replacing every path `i -> k -> j` by the edge
-//! `i -> j : R(i,k) R(k,k)* R(k,j)`. What remains on the edge from the fresh start to the fresh final
-//! state denotes the automaton's language.
+//! leave remainder `r` modulo the step" is a residue counter, not a pattern anyone would write.
+//! [`SmallDfa`] is where such an automaton is written down, over a small alphabet of symbols;
+//! [`SmallDfa::to_byte_dfa`] turns it into a minimized byte automaton, which the compiler carries
+//! in its expression as it is ([`Hir::automaton`]) and the NFA embeds without ever needing an
+//! expression for it.
+//!
+//! Printing a pattern does need one. State elimination gives it: add a fresh start and a fresh
+//! final state, then remove the original states one by one, replacing every path `i -> k -> j` by
+//! the edge `i -> j : R(i,k) R(k,k)* R(k,j)`. What remains on the edge from the fresh start to the
+//! fresh final state denotes the automaton's language.
 //!
 //! The price is size: each elimination can multiply expression sizes, and for dense automata the
-//! result grows exponentially with the number of states. The automaton is therefore minimized first
-//! (Moore's partition refinement; these automata have at most a few thousand states), states are
-//! removed cheapest first (fewest predecessor-successor pairs), and a node budget stops the
-//! construction with `None` as soon as the edges outgrow it. The caller turns that into a typed
-//! error naming the keyword.
+//! result grows exponentially with the number of states (a residue counter modulo 37 has no
+//! printable expression). The automaton is therefore minimized first (Moore's partition
+//! refinement; these automata have at most a few thousand states), states are removed cheapest
+//! first (fewest predecessor-successor pairs), and a node budget stops the construction with
+//! `None` as soon as the edges outgrow it. The caller turns that into a typed error.
 
 use std::collections::HashMap;
 
