@@ -13,10 +13,13 @@
 //! already frozen and reusing any with identical transitions. `\p{L}` comes out in a few hundred
 //! states and `.` in about a dozen.
 //!
-//! Counted repetition is expanded into copies, which is what makes `(a{1000}){1000}` dangerous.
-//! Every state goes through one function that checks [`NfaConfig::max_states`] before it
-//! allocates, and a repetition measures its first copy and refuses up front when the rest would not
-//! fit, so the failure is immediate instead of a million allocations later.
+//! A short counted repetition is expanded into copies. Every state goes through one function that
+//! checks [`NfaConfig::max_states`] before it allocates, and a repetition measures its first copy
+//! and refuses up front when the rest would not fit, so the failure is immediate instead of a
+//! million allocations later. A long one (`[^"]{0,8192}`, a JSON Schema `maxLength`) builds its
+//! operand's automaton once and embeds it as a repeated block (below), so `(a{1000}){1000}` costs
+//! two small automata here; whether its million-state DFA fits is the subset construction's
+//! question.
 //!
 //! Anchors are zero-width assertions on the whole text: `Start` holds before the first byte,
 //! `End` after the last, wherever they stand in the pattern, so `a^b` matches nothing and `^a$|^b$`
@@ -52,6 +55,12 @@
 //! first did, ran a schema that lets a few-thousand-state "any JSON value" stand in a thousand
 //! places out of NFA states long before its DFA was large.) Whoever walks the NFA asks
 //! [`Nfa::node`] what an id names.
+//!
+//! Sharing is an economy, not a meaning: a shared expression whose automaton is past the limits
+//! (a string of up to 30,000 characters, say) is compiled in place instead, where a lazy subset
+//! construction only ever builds the part the input visits. Each such refusal costs a bounded but
+//! whole subset construction, so one construction compiles at most two in place and gives up at
+//! the third. Intersections and complements have no such way out: their automata are refused.
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -205,21 +214,51 @@ impl Embedding {
 pub enum Node<'a> {
     /// A state held in [`Nfa::states`].
     Stored(&'a State),
-    /// State `state` of copy `copy` of an embedded automaton. It reads byte `b` to
-    /// `at.id(copy, dfa.next_state(state, b))` unless that is the dead state, and when `dfa`
-    /// accepts in `state` it also moves on without reading to [`Embedding::after_match`].
-    Embedded {
-        /// The occurrence, as an index into [`Nfa::embeddings`].
-        embedding: usize,
-        /// Where it stands and where it leaves.
-        at: &'a Embedding,
-        /// The automaton.
-        dfa: &'a Dfa,
-        /// Which copy.
-        copy: u32,
-        /// The automaton's state.
-        state: u32,
-    },
+    /// A state of an embedded automaton.
+    Embedded(EmbeddedState<'a>),
+}
+
+/// State `state` of copy `copy` of an embedded automaton. It reads byte `b` to
+/// `at.id(copy, dfa.next_state(state, b))` unless that is the dead state, and when `dfa` accepts
+/// in `state` it also moves on without reading to [`Embedding::after_match`].
+#[derive(Clone, Copy, Debug)]
+pub struct EmbeddedState<'a> {
+    /// The occurrence, as an index into [`Nfa::embeddings`].
+    pub embedding: usize,
+    /// Where it stands and where it leaves.
+    pub at: &'a Embedding,
+    /// The automaton.
+    pub dfa: &'a Dfa,
+    /// Which copy.
+    pub copy: u32,
+    /// The automaton's state.
+    pub state: u32,
+}
+
+impl EmbeddedState<'_> {
+    /// The id reached by reading a byte of the automaton's class `class`, if any.
+    pub fn next_class(&self, class: u8) -> Option<StateId> {
+        let to = self.dfa.next_class(self.state, class);
+        (to != self.dfa.dead()).then(|| self.at.id(self.copy, to))
+    }
+
+    /// The id reached by reading `byte`, if any.
+    pub fn next_byte(&self, byte: u8) -> Option<StateId> {
+        self.next_class(self.dfa.classes().get(byte))
+    }
+
+    /// Whether the automaton accepts here (so the moves below are open).
+    pub fn is_accepting(&self) -> bool {
+        self.dfa.is_accepting(self.state)
+    }
+
+    /// Where this state moves on to without reading.
+    pub fn moves_without_reading(&self) -> impl Iterator<Item = StateId> {
+        let open = self.is_accepting();
+        self.at
+            .after_match(self.copy, self.dfa.start())
+            .filter(move |_| open)
+    }
 }
 
 /// A Thompson NFA over bytes. State [`Nfa::start`] is where matching begins; a match is any path to
@@ -300,13 +339,13 @@ impl Nfa {
         if copy >= at.copies {
             return Node::Stored(&State::Fail);
         }
-        Node::Embedded {
+        Node::Embedded(EmbeddedState {
             embedding: i - 1,
             at,
             dfa: &self.automata[at.automaton as usize],
             copy,
             state: local % at.stride,
-        }
+        })
     }
 
     /// The embedded automata, each held once however often it occurs.
@@ -657,24 +696,14 @@ impl Builder {
                 } else {
                     Assertion::NotStart
                 };
-                let g = self.add(State::Look {
-                    assertion,
-                    next: PENDING,
-                })?;
-                self.patch(open, g);
-                open = g;
+                open = self.guard(open, assertion)?;
             }
             let f = self.embed(&dfa)?;
             self.patch(open, f.start);
             open = f.end;
             if let Some(e) = at_end {
                 let assertion = if e { Assertion::End } else { Assertion::NotEnd };
-                let g = self.add(State::Look {
-                    assertion,
-                    next: PENDING,
-                })?;
-                self.patch(open, g);
-                open = g;
+                open = self.guard(open, assertion)?;
             }
             self.patch(open, join);
         }
@@ -682,6 +711,16 @@ impl Builder {
             start: entry,
             end: join,
         })
+    }
+
+    /// An assertion after `open`; returns its open end.
+    fn guard(&mut self, open: StateId, assertion: Assertion) -> Result<StateId> {
+        let g = self.add(State::Look {
+            assertion,
+            next: PENDING,
+        })?;
+        self.patch(open, g);
+        Ok(g)
     }
 
     /// The automaton of an intersection, complement, shared expression or repeated operand,
@@ -922,16 +961,8 @@ mod tests {
                 out.push(s);
                 let state = match nfa.node(s) {
                     Node::Stored(state) => state,
-                    Node::Embedded {
-                        at,
-                        dfa,
-                        copy,
-                        state,
-                        ..
-                    } => {
-                        if dfa.is_accepting(state) {
-                            stack.extend(at.after_match(copy, dfa.start()));
-                        }
+                    Node::Embedded(e) => {
+                        stack.extend(e.moves_without_reading());
                         continue;
                     }
                 };
@@ -959,18 +990,7 @@ mod tests {
             let mut next = Vec::new();
             for &s in &cur {
                 match nfa.node(s) {
-                    Node::Embedded {
-                        at,
-                        dfa,
-                        copy,
-                        state,
-                        ..
-                    } => {
-                        let to = dfa.next_state(state, byte);
-                        if to != dfa.dead() {
-                            next.push(at.id(copy, to));
-                        }
-                    }
+                    Node::Embedded(e) => next.extend(e.next_byte(byte)),
                     Node::Stored(State::ByteRange(t)) if t.start <= byte && byte <= t.end => {
                         next.push(t.next)
                     }

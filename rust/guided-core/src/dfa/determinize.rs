@@ -21,6 +21,12 @@
 //! `NotEnd` was met, in which `End` holds (when the input ends at the text's end) and `NotEnd` does
 //! not. Both closures are linear in the NFA states they touch.
 //!
+//! States of automata embedded in the NFA ([`crate::nfa::Embedding`]) take part as they are: an
+//! embedded id is keyed like a byte-reading NFA state, reads its successors from its automaton's
+//! table, and moves on without reading where the automaton accepts. So this construction's byte
+//! classes are also split wherever an embedded automaton's classes change, and the ids it meets
+//! above [`crate::nfa::EMBEDDED_BASE`], too many to index densely, are tracked in a hash set.
+//!
 //! The cost of a state is the size of its closure times the classes its NFA states read, plus a
 //! hash lookup per distinct successor set. [`Determinizer`] refuses to create more than
 //! `max_states` states, checking before each one, so a pattern whose DFA explodes
@@ -35,7 +41,7 @@
 use super::{Anchors, ByteClasses, Raw};
 use crate::dfa::classes::ByteClassBuilder;
 use crate::error::{Error, Result};
-use crate::nfa::{Assertion, Nfa, Node, State, StateId, EMBEDDED_BASE};
+use crate::nfa::{Assertion, EmbeddedState, Nfa, Node, State, StateId, EMBEDDED_BASE};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
@@ -192,19 +198,10 @@ impl Determinizer {
                 Node::Stored(State::ByteRange(t)) => std::slice::from_ref(t),
                 Node::Stored(State::Sparse(ts)) => ts,
                 Node::Stored(_) => continue,
-                Node::Embedded {
-                    at,
-                    dfa,
-                    copy,
-                    state,
-                    ..
-                } => {
-                    let map = &self.class_maps[at.automaton as usize];
+                Node::Embedded(e) => {
+                    let map = &self.class_maps[e.at.automaton as usize];
                     for (c, &theirs) in map.iter().enumerate() {
-                        let to = dfa.next_class(state, theirs);
-                        if to != dfa.dead() {
-                            self.targets[c].push(at.id(copy, to));
-                        }
+                        self.targets[c].extend(e.next_class(theirs));
                     }
                     continue;
                 }
@@ -300,19 +297,11 @@ impl Determinizer {
             }
             let state = match self.nfa.node(s) {
                 Node::Stored(state) => state,
-                Node::Embedded {
-                    embedding,
-                    at,
-                    dfa,
-                    copy,
-                    state,
-                } => {
-                    if self.live.embedded(embedding, at, state) {
+                Node::Embedded(e) => {
+                    if self.live.embedded(&e) {
                         self.key.push(s);
                     }
-                    if dfa.is_accepting(state) {
-                        self.stack.extend(at.after_match(copy, dfa.start()));
-                    }
+                    self.stack.extend(e.moves_without_reading());
                     continue;
                 }
             };
@@ -365,16 +354,8 @@ impl Determinizer {
             self.work = self.work.saturating_add(1);
             let state = match self.nfa.node(s) {
                 Node::Stored(state) => state,
-                Node::Embedded {
-                    at,
-                    dfa,
-                    copy,
-                    state,
-                    ..
-                } => {
-                    if dfa.is_accepting(state) {
-                        self.stack.extend(at.after_match(copy, dfa.start()));
-                    }
+                Node::Embedded(e) => {
+                    self.stack.extend(e.moves_without_reading());
                     continue;
                 }
             };
@@ -532,9 +513,9 @@ impl Liveness {
         }
     }
 
-    /// Whether state `state` of occurrence `embedding` is live.
-    fn embedded(&self, embedding: usize, at: &crate::nfa::Embedding, state: u32) -> bool {
-        self.exits[embedding] && self.readers[at.automaton as usize][state as usize]
+    /// Whether an embedded state is live.
+    fn embedded(&self, e: &EmbeddedState<'_>) -> bool {
+        self.exits[e.embedding] && self.readers[e.at.automaton as usize][e.state as usize]
     }
 }
 
@@ -597,8 +578,8 @@ fn backward_facts(nfa: &Nfa, readers: &[Vec<bool>]) -> (Vec<bool>, Vec<bool>) {
     // Per exit, the entered embedded ids whose facts follow from it.
     let mut entries_by_exit: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
     for &v in embedded_preds.keys() {
-        if let Node::Embedded { at, .. } = nfa.node(v) {
-            entries_by_exit.entry(at.exit).or_default().push(v);
+        if let Node::Embedded(e) = nfa.node(v) {
+            entries_by_exit.entry(e.at.exit).or_default().push(v);
         }
     }
     let mut at_end = vec![false; n];
@@ -648,11 +629,11 @@ fn backward_facts(nfa: &Nfa, readers: &[Vec<bool>]) -> (Vec<bool>, Vec<bool>) {
             continue;
         };
         for &v in entries {
-            let Node::Embedded { at, dfa, state, .. } = nfa.node(v) else {
+            let Node::Embedded(e) = nfa.node(v) else {
                 continue;
             };
-            let accepting = dfa.is_accepting(state);
-            let reads = readers[at.automaton as usize][state as usize];
+            let accepting = e.is_accepting();
+            let reads = readers[e.at.automaton as usize][e.state as usize];
             let facts = embedded_facts.entry(v).or_default();
             if accepting && end_fact && !facts.0 {
                 facts.0 = true;

@@ -210,41 +210,62 @@ const MAX_AUTOMATON_EXPRESSION_NODES: usize = 200_000;
 /// [`MAX_AUTOMATON_EXPRESSION_NODES`].
 pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
     let refused = || Error::size_limit("max_pattern_nodes", limit + 1, limit);
-    // Each automaton is converted once, however often it occurs.
-    let mut converted: FxHashMap<Hir, Hir> = FxHashMap::default();
-    let mut automata = Vec::new();
-    h.walk_unique(&mut Default::default(), |x| {
-        if let Hir::Automaton(_) = x {
-            automata.push(x);
-        }
-        true
-    });
-    for x in automata {
-        if let Hir::Automaton(a) = x {
-            let budget = limit.min(MAX_AUTOMATON_EXPRESSION_NODES);
-            let e = elimination::automaton_expression(a.dfa(), a.state(), budget)
-                .ok_or_else(refused)?;
-            converted.insert(x.clone(), e);
-        }
-    }
-    fn expand(h: &Hir, converted: &FxHashMap<Hir, Hir>) -> Hir {
-        let go = |x: &Hir| expand(x, converted);
+    let has_automata = !h.walk_unique(&mut Default::default(), |x| !matches!(x, Hir::Automaton(_)));
+    let spelled;
+    let h = if has_automata {
+        let budget = limit.min(MAX_AUTOMATON_EXPRESSION_NODES);
+        spelled = spell_automata(h, budget, &mut FxHashMap::default()).ok_or_else(refused)?;
+        &spelled
+    } else {
+        h
+    };
+    fn expand(h: &Hir) -> Hir {
         match h {
-            Hir::Shared(s) => go(s.hir()),
-            Hir::Automaton(_) => converted.get(h).cloned().unwrap_or_else(Hir::nothing),
-            Hir::Intersection(v) => Hir::intersection(v.iter().map(go)),
-            Hir::Concat(v) => Hir::concat(v.iter().map(go)),
-            Hir::Alternation(v) => Hir::alternation(v.iter().map(go)),
-            Hir::Repeat { sub, min, max } => Hir::repeat(go(sub), *min, *max),
-            Hir::Complement(sub) => Hir::complement(go(sub)),
+            Hir::Shared(s) => expand(s.hir()),
+            Hir::Intersection(v) => Hir::intersection(v.iter().map(expand)),
+            Hir::Concat(v) => Hir::concat(v.iter().map(expand)),
+            Hir::Alternation(v) => Hir::alternation(v.iter().map(expand)),
+            Hir::Repeat { sub, min, max } => Hir::repeat(expand(sub), *min, *max),
+            Hir::Complement(sub) => Hir::complement(expand(sub)),
             other => other.clone(),
         }
     }
-    let extra: usize = converted.values().map(Hir::unique_size).sum();
-    match h.expanded_size_within(limit.saturating_sub(extra)) {
-        Some(_) => Ok(expand(h, &converted)),
+    match h.expanded_size_within(limit) {
+        Some(_) => Ok(expand(h)),
         None => Err(refused()),
     }
+}
+
+/// `h` with every automaton replaced by an expression for it (each converted once, and each
+/// shared node rebuilt once, so sharing survives); `None` when an expression exceeds `budget`.
+fn spell_automata(h: &Hir, budget: usize, done: &mut FxHashMap<Hir, Hir>) -> Option<Hir> {
+    let mut go = |x: &Hir| spell_automata(x, budget, done);
+    Some(match h {
+        Hir::Automaton(a) => match done.get(h) {
+            Some(e) => e.clone(),
+            None => {
+                let e = elimination::automaton_expression(a.dfa(), a.state(), budget)?;
+                done.insert(h.clone(), e.clone());
+                e
+            }
+        },
+        Hir::Shared(s) => match done.get(h) {
+            Some(e) => e.clone(),
+            None => {
+                let e = Hir::shared(spell_automata(s.hir(), budget, done)?);
+                done.insert(h.clone(), e.clone());
+                e
+            }
+        },
+        Hir::Intersection(v) => {
+            Hir::intersection(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?)
+        }
+        Hir::Concat(v) => Hir::concat(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?),
+        Hir::Alternation(v) => Hir::alternation(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?),
+        Hir::Repeat { sub, min, max } => Hir::repeat(go(sub)?, *min, *max),
+        Hir::Complement(sub) => Hir::complement(go(sub)?),
+        other => other.clone(),
+    })
 }
 
 /// Compiles `schema` and prints the language as a pattern (see [`json_schema_to_hir`]); the

@@ -477,6 +477,13 @@ fn residue_automata_are_embedded_and_printed_only_on_request() {
         &["0", "-7", "700", "7.00"],
         &["1", "7.5", "70e1", "-0.7"],
     );
+    // Inside shared parts, printed once per occurrence.
+    let step = json!({"type": "integer", "multipleOf": 7});
+    let pair = json!({"type": "array", "prefixItems": [step, step], "items": false, "minItems": 2});
+    let c = json_schema_to_hir(&pair, &SchemaOptions::default()).unwrap();
+    let (pattern, _) = json_schema_to_regex(&pair, &SchemaOptions::default()).unwrap();
+    assert!(same_language(&parse(&pattern).unwrap(), &c.hir));
+    check(pair, &["[14,-21]", "[0, 7]"], &["[14,1]", "[14]"]);
     // Steps with large odd factors: exact as automata, too large to print.
     for (schema, good, bad) in [
         (
