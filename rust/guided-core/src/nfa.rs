@@ -247,6 +247,12 @@ impl EmbeddedState<'_> {
         self.next_class(self.dfa.classes().get(byte))
     }
 
+    /// Whether this state reads some byte. Automata are minimal, so whatever it reads can still
+    /// lead to an accepting state.
+    pub fn reads(&self) -> bool {
+        self.state != self.dfa.dead() && !self.dfa.is_final(self.state)
+    }
+
     /// Whether the automaton accepts here (so the moves below are open).
     pub fn is_accepting(&self) -> bool {
         self.dfa.is_accepting(self.state)
@@ -573,7 +579,7 @@ impl Builder {
             return self.empty();
         }
         if copies >= COUNTED_MIN_COPIES && sub.anchors() == (false, false) {
-            match self.boolean_dfa(sub, Anchors::WHOLE_TEXT) {
+            match self.automaton(sub, Anchors::WHOLE_TEXT) {
                 Ok(dfa) if dfa.matches_nothing() => {
                     return if min == 0 {
                         self.empty()
@@ -669,7 +675,7 @@ impl Builder {
                     text_start: at_start.unwrap_or(true),
                     text_end: at_end.unwrap_or(true),
                 };
-                match (self.boolean_dfa(hir, anchors), hir) {
+                match (self.automaton(hir, anchors), hir) {
                     (Ok(dfa), _) => cases.push((at_start, at_end, dfa)),
                     // Sharing is only an economy: a shared expression too large to build as one
                     // automaton is compiled in place instead, where a lazy construction only
@@ -725,7 +731,7 @@ impl Builder {
 
     /// The automaton of an intersection, complement, shared expression or repeated operand,
     /// built (or refused) once per construction.
-    fn boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Arc<Dfa>> {
+    fn automaton(&self, hir: &Hir, anchors: Anchors) -> Result<Arc<Dfa>> {
         if let Some(d) = self
             .memo
             .borrow()
@@ -735,7 +741,7 @@ impl Builder {
         {
             return d.clone();
         }
-        let d = self.build_boolean_dfa(hir, anchors).map(Arc::new);
+        let d = self.build_automaton(hir, anchors).map(Arc::new);
         let mut memo = self.memo.borrow_mut();
         if matches!((&d, hir), (Err(Error::SizeLimit { .. }), Hir::Shared(_))) {
             memo.refused_shared += 1;
@@ -747,7 +753,7 @@ impl Builder {
         d
     }
 
-    fn build_boolean_dfa(&self, hir: &Hir, anchors: Anchors) -> Result<Dfa> {
+    fn build_automaton(&self, hir: &Hir, anchors: Anchors) -> Result<Dfa> {
         let operand = |h: &Hir| {
             let nfa = Nfa::with_memo(h, &self.config, &self.dfa_config, &self.memo)?;
             Dfa::from_nfa(nfa, anchors, &self.dfa_config)

@@ -473,9 +473,10 @@ impl SparseSet {
 /// not), and `reading[q]`, a match is reachable from `q` reading at least one more byte. A
 /// byte-reading state is live exactly when it is in `reading`. Linear in the NFA's size.
 ///
-/// Embedded automata are not walked state by state: inside one, every state that can read a byte
-/// and then reach an accepting state (the automaton's own `readers`, computed once per automaton)
-/// leads to the exit, so such a state is live exactly when its occurrence's exit has either fact.
+/// Embedded automata are not walked state by state: inside one (minimal, so every state but the
+/// dead one can still reach an accepting state), every state that reads some byte
+/// ([`EmbeddedState::reads`]) leads to the exit, so such a state is live exactly when its
+/// occurrence's exit has either fact.
 /// The only embedded ids stored states point at are occurrences' start states; their facts are
 /// derived from the exit's whenever the exit learns one, and passed on to their predecessors.
 #[derive(Clone, Debug)]
@@ -484,23 +485,18 @@ struct Liveness {
     stored: Vec<bool>,
     /// Per occurrence: whether its exit can still lead to a match.
     exits: Vec<bool>,
-    /// Per automaton, per state: it reads a byte to a state from which an accepting one is
-    /// reachable.
-    readers: Vec<Vec<bool>>,
 }
 
 impl Liveness {
     /// The liveness of `nfa`'s states; everything is live unless `prune`.
     fn of(nfa: &Nfa, prune: bool) -> Self {
-        let readers = nfa.automata().iter().map(|d| readers(d)).collect();
         if !prune {
             return Liveness {
                 stored: vec![true; nfa.len()],
                 exits: vec![true; nfa.embeddings().len()],
-                readers,
             };
         }
-        let (reading, at_end) = backward_facts(nfa, &readers);
+        let (reading, at_end) = backward_facts(nfa);
         let exits = nfa
             .embeddings()
             .iter()
@@ -509,49 +505,17 @@ impl Liveness {
         Liveness {
             stored: reading,
             exits,
-            readers,
         }
     }
 
     /// Whether an embedded state is live.
     fn embedded(&self, e: &EmbeddedState<'_>) -> bool {
-        self.exits[e.embedding] && self.readers[e.at.automaton as usize][e.state as usize]
+        self.exits[e.embedding] && e.reads()
     }
-}
-
-/// Per state of `dfa`: whether it reads some byte to a state from which an accepting state is
-/// reachable.
-fn readers(dfa: &crate::dfa::Dfa) -> Vec<bool> {
-    let n = dfa.num_states();
-    let k = dfa.classes().num_classes();
-    let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for s in 0..n as u32 {
-        for c in 0..k {
-            let t = dfa.next_class(s, c as u8);
-            if t != dfa.dead() {
-                preds[t as usize].push(s);
-            }
-        }
-    }
-    let mut coaccessible: Vec<bool> = (0..n as u32).map(|s| dfa.is_accepting(s)).collect();
-    let mut work: Vec<u32> = (0..n as u32)
-        .filter(|&s| coaccessible[s as usize])
-        .collect();
-    let mut reader = vec![false; n];
-    while let Some(t) = work.pop() {
-        for &p in &preds[t as usize] {
-            reader[p as usize] = true;
-            if !coaccessible[p as usize] {
-                coaccessible[p as usize] = true;
-                work.push(p);
-            }
-        }
-    }
-    reader
 }
 
 /// The `reading` and `at_end` facts of every stored state (see [`Liveness`]).
-fn backward_facts(nfa: &Nfa, readers: &[Vec<bool>]) -> (Vec<bool>, Vec<bool>) {
+fn backward_facts(nfa: &Nfa) -> (Vec<bool>, Vec<bool>) {
     let n = nfa.len();
     let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
     // Stored predecessors of the embedded ids stored states lead to (occurrences' starts).
@@ -633,7 +597,7 @@ fn backward_facts(nfa: &Nfa, readers: &[Vec<bool>]) -> (Vec<bool>, Vec<bool>) {
                 continue;
             };
             let accepting = e.is_accepting();
-            let reads = readers[e.at.automaton as usize][e.state as usize];
+            let reads = e.reads();
             let facts = embedded_facts.entry(v).or_default();
             if accepting && end_fact && !facts.0 {
                 facts.0 = true;

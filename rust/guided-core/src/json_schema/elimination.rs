@@ -83,11 +83,9 @@ impl SmallDfa {
                 s as u32 + 1
             }
         };
-        let mut order = vec![self.start];
-        order.extend((0..n).filter(|&s| s != self.start));
         let mut table = vec![0u32; (n + 1) * k];
         let mut accepting = vec![false; n + 1];
-        for &s in &order {
+        for s in 0..n {
             let row = id(s) as usize;
             accepting[row] = self.accept[s];
             for (c, sym) in rep_symbol.iter().enumerate() {
