@@ -148,7 +148,11 @@ def cases(w: Workload) -> list[tuple[str, T.LogitTransform, Callable[[], None]]]
             T.EpsilonCutoff(w.epsilon),
             per_row(w, lambda i: L.EpsilonLogitsWarper(w.epsilon[i]), empty),
         ),
-        ("eta", T.EtaCutoff(w.eta), per_row(w, lambda i: L.EtaLogitsWarper(w.eta[i]), empty)),
+        (
+            "eta",
+            T.EtaCutoff(w.eta),
+            per_row(w, lambda i: L.EtaLogitsWarper(w.eta[i], device=w.device), empty),
+        ),
         ("top-h", T.TopH(w.top_h), per_row(w, lambda i: L.TopHLogitsWarper(w.top_h[i]), empty)),
         ("renormalize", T.Renormalize(), per_row(w, lambda i: L.LogitNormalization(), empty)),
         (
@@ -203,12 +207,14 @@ def cases(w: Workload) -> list[tuple[str, T.LogitTransform, Callable[[], None]]]
         (
             "suppress",
             T.SuppressTokens([[1, 5, 9]] * w.rows),
-            per_row(w, lambda i: L.SuppressTokensLogitsProcessor([1, 5, 9]), full),
+            per_row(w, lambda i: L.SuppressTokensLogitsProcessor([1, 5, 9], device=w.device), full),
         ),
         (
             "min length",
             T.MinLength(w.min_length, EOS),
-            per_row(w, lambda i: L.MinLengthLogitsProcessor(w.min_length[i], EOS), full),
+            per_row(
+                w, lambda i: L.MinLengthLogitsProcessor(w.min_length[i], EOS, device=w.device), full
+            ),
         ),
         (
             "exponential decay",
@@ -237,7 +243,7 @@ def chains(w: Workload) -> list[tuple[str, T.LogitTransform, Callable[[], None]]
                 L.RepetitionPenaltyLogitsProcessor(w.repetition[i]),
                 L.TemperatureLogitsWarper(w.temperature[i]),
                 L.TypicalLogitsWarper(w.typical[i]),
-                L.EtaLogitsWarper(w.eta[i]),
+                L.EtaLogitsWarper(w.eta[i], device=w.device),
             ]
         )
 

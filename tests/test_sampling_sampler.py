@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pytest
 import torch
+from devices import requires_cuda
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_sampling_filters import float64_definition
@@ -36,8 +37,9 @@ from guided.sampling.draw import BLOCK
 SIGNIFICANCE = 1e-6
 
 
-def make_sampler(sync_free: bool = False) -> Sampler:
-    """A sampler; ``sync_free`` runs, on the CPU, the code paths it takes on a CUDA device."""
+def make_sampler(sync_free: bool | None = False) -> Sampler:
+    """A sampler; ``sync_free`` runs, on the CPU, the code paths it takes on a CUDA device
+    (``None``: the paths of the logits' own device)."""
     sampler = Sampler()
     sampler._sync_free_override = sync_free
     return sampler
@@ -184,12 +186,28 @@ def requests_and_logits(draw: st.DrawFn) -> tuple[torch.Tensor, list[Request]]:
 def test_draws_only_what_the_definitions_allow(
     batch: tuple[torch.Tensor, list[Request]], sync_free: bool
 ) -> None:
+    check_draws(batch, sync_free, "cpu")
+
+
+@requires_cuda
+@settings(max_examples=120)
+@given(requests_and_logits())
+def test_draws_on_cuda_only_what_the_definitions_allow(
+    batch: tuple[torch.Tensor, list[Request]],
+) -> None:
+    check_draws(batch, None, "cuda")
+
+
+def check_draws(
+    batch: tuple[torch.Tensor, list[Request]], sync_free: bool | None, device: str
+) -> None:
     logits, requests = batch
     raw = logits.clone()
+    on_device = logits.to(device)
     sampler = make_sampler(sync_free)
     for _ in range(3):
-        drawn = sampler.sample_device(logits, requests).tolist()
-        assert torch.equal(logits, raw), "the caller's logits must not change"
+        drawn = sampler.sample_device(on_device, requests).tolist()
+        assert torch.equal(on_device.cpu(), raw), "the caller's logits must not change"
         for i, request in enumerate(requests):
             check_draw(logits[i], request, drawn[i])
             if drawn[i] >= 0:
@@ -312,9 +330,30 @@ FREQUENCY_RUNS = [
 def test_draw_frequencies_match_the_distribution(
     name: str, raw: torch.Tensor, params: SamplingParams, bucket: int, seeded: bool, sync_free: bool
 ) -> None:
+    check_frequencies(name, raw, params, bucket, seeded, sync_free, "cpu")
+
+
+@requires_cuda
+@pytest.mark.parametrize(("name", "raw", "params", "bucket"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("seeded", [False, True])
+def test_draw_frequencies_on_cuda(
+    name: str, raw: torch.Tensor, params: SamplingParams, bucket: int, seeded: bool
+) -> None:
+    check_frequencies(name, raw, params, bucket, seeded, None, "cuda")
+
+
+def check_frequencies(
+    name: str,
+    raw: torch.Tensor,
+    params: SamplingParams,
+    bucket: int,
+    seeded: bool,
+    sync_free: bool | None,
+    device: str,
+) -> None:
     rows, steps = 2000, 10
     torch.manual_seed(12345)
-    logits = raw.unsqueeze(0).expand(rows, -1).contiguous()
+    logits = raw.unsqueeze(0).expand(rows, -1).contiguous().to(device)
     sampler = make_sampler(sync_free)
     requests = [
         Request(f"c{i}", SamplingParams(**{**_fields(params), "seed": i if seeded else None}), [])

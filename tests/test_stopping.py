@@ -24,6 +24,7 @@ import tiktoken.load
 import tiktoken_ext.openai_public as openai_public
 import tokenizers
 import torch
+from devices import requires_cuda
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import PreTrainedTokenizerFast
@@ -206,15 +207,15 @@ def sequences(draw: st.DrawFn, setup: Setup) -> list[int]:
     return ids[:40]
 
 
-def check_every_step(setup: Setup, ids: list[int], splits: list[int]) -> None:
+def check_every_step(setup: Setup, ids: list[int], splits: list[int], device: str = "cpu") -> None:
     """Every prefix of ``ids`` as one row, its prompt the first ``splits[k]`` tokens."""
     rows = len(ids)
     prompts = [ids[: min(splits[k], k)] for k in range(rows)]
     outputs = [ids[len(prompts[k]) : k + 1] for k in range(rows)]
-    state = DecodeState.from_lists(prompts, outputs, budget=1)
-    drawn = torch.tensor(ids)
-    whole = setup.ours(state, drawn)
-    generated = setup.generated_only(state, drawn)
+    state = DecodeState.from_lists(prompts, outputs, budget=1, device=device)
+    drawn = torch.tensor(ids, device=device)
+    whole = setup.ours.to(device)(state, drawn).cpu()
+    generated = setup.generated_only.to(device)(state, drawn).cpu()
     stops = [s.encode() for s in STOPS]
     for k in range(rows):
         theirs = bool(setup.theirs(torch.tensor([ids[: k + 1]]), None)[0])
@@ -222,10 +223,10 @@ def check_every_step(setup: Setup, ids: list[int], splits: list[int]) -> None:
         assert bool(generated[k]) == definition(setup.vocab, stops, outputs[k]), k
 
 
-def run_tokenizer(setup: Setup, data: st.DataObject) -> None:
+def run_tokenizer(setup: Setup, data: st.DataObject, device: str = "cpu") -> None:
     ids = data.draw(sequences(setup))
     splits = data.draw(st.lists(st.integers(0, 40), min_size=len(ids), max_size=len(ids)))
-    check_every_step(setup, ids, splits)
+    check_every_step(setup, ids, splits, device)
 
 
 # Each example calls Transformers' criterion once per step (up to 40): 120 examples per
@@ -255,6 +256,15 @@ def test_llama2(llama2: Setup, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_o200k(o200k: Setup, data: st.DataObject) -> None:
     run_tokenizer(o200k, data)
+
+
+@requires_cuda
+# The device path of the same check, on a byte-level BPE and a byte-fallback vocabulary.
+@settings(max_examples=60)
+@given(data=st.data())
+def test_gpt2_and_llama2_on_cuda(gpt2: Setup, llama2: Setup, data: st.DataObject) -> None:
+    run_tokenizer(gpt2, data, "cuda")
+    run_tokenizer(llama2, data, "cuda")
 
 
 def test_split_code_points_stop_on_every_vocabulary(

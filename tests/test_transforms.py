@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 import torch
+from devices import DEVICES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers.generation import logits_process as L
@@ -61,6 +62,7 @@ class Batch:
     prompts: list[list[int]]
     outputs: list[list[int]]
     budget: int
+    device: str = "cpu"
 
     @property
     def rows(self) -> int:
@@ -70,14 +72,24 @@ class Batch:
     def vocab(self) -> int:
         return self.logits.shape[1]
 
+    def on(self, device: str) -> Batch:
+        return replace(self, logits=self.logits.to(device), device=device)
+
     def state(self) -> DecodeState:
-        return DecodeState.from_lists(self.prompts, self.outputs, budget=self.budget)
+        return DecodeState.from_lists(
+            self.prompts, self.outputs, budget=self.budget, device=self.device
+        )
 
     def alone(self, i: int) -> DecodeState:
-        return DecodeState.from_lists([self.prompts[i]], [self.outputs[i]], budget=self.budget)
+        return DecodeState.from_lists(
+            [self.prompts[i]], [self.outputs[i]], budget=self.budget, device=self.device
+        )
+
+    def ids(self, tokens: list[int]) -> torch.Tensor:
+        return torch.tensor([tokens], dtype=torch.long, device=self.device).reshape(1, -1)
 
     def input_ids(self, i: int) -> torch.Tensor:
-        return torch.tensor([self.prompts[i] + self.outputs[i]], dtype=torch.long).reshape(1, -1)
+        return self.ids(self.prompts[i] + self.outputs[i])
 
 
 @st.composite
@@ -215,20 +227,28 @@ def reference_sequence_bias(entries: list[tuple[list[int], float]], b: Batch, i:
 
 def vllm_frequency(penalty: float, b: Batch, i: int) -> Callable[[Any, torch.Tensor], torch.Tensor]:
     def apply(_: Any, scores: torch.Tensor) -> torch.Tensor:
-        counts = torch.zeros(scores.shape[1] + 1, dtype=torch.long)
+        counts = torch.zeros(scores.shape[1] + 1, dtype=torch.long, device=scores.device)
         for t in b.outputs[i]:
             counts[min(t, scores.shape[1])] += 1
-        return scores - torch.tensor([penalty], dtype=scores.dtype).unsqueeze(1) * counts[:-1]
+        return (
+            scores
+            - torch.tensor([penalty], dtype=scores.dtype, device=scores.device).unsqueeze(1)
+            * counts[:-1]
+        )
 
     return apply
 
 
 def vllm_presence(penalty: float, b: Batch, i: int) -> Callable[[Any, torch.Tensor], torch.Tensor]:
     def apply(_: Any, scores: torch.Tensor) -> torch.Tensor:
-        mask = torch.zeros(scores.shape[1] + 1, dtype=torch.bool)
+        mask = torch.zeros(scores.shape[1] + 1, dtype=torch.bool, device=scores.device)
         for t in b.outputs[i]:
             mask[min(t, scores.shape[1])] = True
-        return scores - torch.tensor([penalty], dtype=scores.dtype).unsqueeze(1) * mask[:-1]
+        return (
+            scores
+            - torch.tensor([penalty], dtype=scores.dtype, device=scores.device).unsqueeze(1)
+            * mask[:-1]
+        )
 
     return apply
 
@@ -268,7 +288,7 @@ CASES: dict[str, Case] = {
     "eta": Case(
         lambda b: st.one_of(st.sampled_from([0.0, 0.01, 0.3]), st.floats(0.0, 0.99)),
         T.EtaCutoff,
-        lambda e, b, i: L.EtaLogitsWarper(e) if e > 0 else None,
+        lambda e, b, i: L.EtaLogitsWarper(e, device=b.device) if e > 0 else None,
         compare="raises_without_distribution",
     ),
     "top_h": Case(
@@ -294,9 +314,7 @@ CASES: dict[str, Case] = {
     "prompt_repetition": Case(
         lambda b: PENALTY,
         T.PromptRepetitionPenalty,
-        lambda r, b, i: L.EncoderRepetitionPenaltyLogitsProcessor(
-            float(r), torch.tensor([b.prompts[i]], dtype=torch.long).reshape(1, -1)
-        ),
+        lambda r, b, i: L.EncoderRepetitionPenaltyLogitsProcessor(float(r), b.ids(b.prompts[i])),
         widen=True,
     ),
     "frequency": Case(lambda b: st.floats(-2.0, 2.0), T.FrequencyPenalty, vllm_frequency),
@@ -310,11 +328,7 @@ CASES: dict[str, Case] = {
         lambda b: st.integers(0, 5),
         T.PromptNoRepeatNGram,
         lambda n, b, i: (
-            L.EncoderNoRepeatNGramLogitsProcessor(
-                n, torch.tensor([b.prompts[i]], dtype=torch.long).reshape(1, -1)
-            )
-            if n > 0
-            else None
+            L.EncoderNoRepeatNGramLogitsProcessor(n, b.ids(b.prompts[i])) if n > 0 else None
         ),
         widen=True,
     ),
@@ -322,24 +336,28 @@ CASES: dict[str, Case] = {
     "suppress": Case(
         lambda b: st.lists(st.integers(0, b.vocab + 1), max_size=4),
         T.SuppressTokens,
-        lambda ids, b, i: L.SuppressTokensLogitsProcessor(ids) if ids else None,
+        lambda ids, b, i: L.SuppressTokensLogitsProcessor(ids, device=b.device) if ids else None,
     ),
     "begin_suppress": Case(
         lambda b: st.tuples(
             st.lists(st.integers(0, b.vocab + 1), min_size=1, max_size=4), st.integers(0, 3)
         ),
         lambda s: T.BeginSuppressTokens(*unzip(s)),
-        lambda s, b, i: L.SuppressTokensAtBeginLogitsProcessor(s[0], len(b.prompts[i]) + s[1]),
+        lambda s, b, i: L.SuppressTokensAtBeginLogitsProcessor(
+            s[0], len(b.prompts[i]) + s[1], device=b.device
+        ),
     ),
     "min_length": Case(
         lambda b: st.tuples(st.integers(0, 12), eos_lists(b)),
         lambda s: T.MinLength(*unzip(s)),
-        lambda s, b, i: L.MinLengthLogitsProcessor(s[0], s[1]),
+        lambda s, b, i: L.MinLengthLogitsProcessor(s[0], s[1], device=b.device),
     ),
     "min_new_tokens": Case(
         lambda b: st.tuples(st.integers(0, 8), eos_lists(b)),
         lambda s: T.MinNewTokens(*unzip(s)),
-        lambda s, b, i: L.MinNewTokensLengthLogitsProcessor(len(b.prompts[i]), s[0], s[1]),
+        lambda s, b, i: L.MinNewTokensLengthLogitsProcessor(
+            len(b.prompts[i]), s[0], s[1], device=b.device
+        ),
     ),
     "forced_bos": Case(
         lambda b: st.integers(0, b.vocab - 1),
@@ -349,7 +367,7 @@ CASES: dict[str, Case] = {
     "forced_eos": Case(
         lambda b: st.tuples(eos_lists(b, inside=True), st.integers(0, 14)),
         lambda s: T.ForcedEOS(*unzip(s)),
-        lambda s, b, i: L.ForcedEOSTokenLogitsProcessor(s[1], s[0]),
+        lambda s, b, i: L.ForcedEOSTokenLogitsProcessor(s[1], s[0], device=b.device),
     ),
     "exponential_decay": Case(
         lambda b: st.tuples(st.integers(0, 6), st.floats(0.5, 2.0), eos_lists(b, inside=True)),
@@ -402,28 +420,31 @@ def check_case(case: Case, b: Batch, settings_: list[Any], got: torch.Tensor) ->
             check_top_h(row, got[i], theirs)
 
 
-def run_case(name: str, data: st.DataObject) -> None:
+def run_case(name: str, data: st.DataObject, device: str = "cpu") -> None:
     case = CASES[name]
-    b = data.draw(batches(case.max_vocab))
+    b = data.draw(batches(case.max_vocab)).on(device)
     settings_ = [data.draw(case.setting(b)) for _ in range(b.rows)]
-    transform = case.batched(settings_)
+    transform = case.batched(settings_).to(device)
     before = b.logits.clone()
     got = transform(b.state(), b.logits)
     assert same(b.logits, before), "the input was modified"
     check_case(case, b, settings_, got)
     # Each row of the batch equals the row alone.
     for i in range(b.rows):
-        alone = case.batched([settings_[i]])(b.alone(i), b.logits[i : i + 1])
+        alone = case.batched([settings_[i]]).to(device)(b.alone(i), b.logits[i : i + 1])
         assert same(alone[0], got[i]), (i, settings_[i])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("device", DEVICES)
 # 24 transforms, each example running Transformers on every row and every row alone again: 150
 # examples a transform keeps the file within its share of the suite's time.
 @settings(max_examples=150)
 @given(data=st.data())
-def test_equals_transformers_row_by_row(name: str, data: st.DataObject) -> None:
-    run_case(name, data)
+def test_equals_transformers_row_by_row(name: str, device: str, data: st.DataObject) -> None:
+    # On CUDA, Transformers runs on the device too: the oracle is the processor on the same
+    # device, whose reductions and transcendental functions are the device's.
+    run_case(name, data, device)
 
 
 @pytest.mark.parametrize("name", ["top_k", "top_p", "typical"])
@@ -440,8 +461,10 @@ def test_sorted_strategy_equals_windows(name: str, data: st.DataObject) -> None:
     assert same(windowed, sorted_)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @given(batches())
-def test_greedy(b: Batch) -> None:
+def test_greedy(device: str, b: Batch) -> None:
+    b = b.on(device)
     got = T.Greedy()(b.state(), b.logits)
     for i in range(b.rows):
         row = b.logits[i]
@@ -453,10 +476,11 @@ def test_greedy(b: Batch) -> None:
         assert torch.equal(got[i], expected)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=200)  # a chain of five over the same batches as above
 @given(data=st.data())
-def test_chain_equals_transformers_in_order(data: st.DataObject) -> None:
-    b = data.draw(batches())
+def test_chain_equals_transformers_in_order(device: str, data: st.DataObject) -> None:
+    b = data.draw(batches()).on(device)
     rows = b.rows
     reps = [data.draw(PENALTY) for _ in range(rows)]
     sizes = [data.draw(st.integers(0, 4)) for _ in range(rows)]
@@ -468,7 +492,7 @@ def test_chain_equals_transformers_in_order(data: st.DataObject) -> None:
         T.NoRepeatNGram(sizes),
         T.Temperature(temps),
         [T.TopK(ks), T.MinP(ms)],
-    )
+    ).to(device)
     got = chained(b.state(), b.logits)
     for i in range(rows):
         processors = [L.RepetitionPenaltyLogitsProcessor(reps[i])]

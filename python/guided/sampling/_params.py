@@ -132,6 +132,33 @@ def column(
     return param
 
 
+def divide_as_by_a_float(
+    x: torch.Tensor, divisor: torch.Tensor, in_place: bool = False
+) -> torch.Tensor:
+    """``x / divisor`` rounded as PyTorch rounds ``x / d`` for a Python float ``d``, which is how
+    Transformers' processors divide.
+
+    The CPU divides. CUDA multiplies by the reciprocal instead: the host rounds ``1 / d`` to the
+    compute precision, then the device rounds the product. The same float therefore gives other
+    low bits there, and equality with a processor on each device needs each device's rule.
+    ``divisor`` holds the per-row values in ``x``'s compute precision (a ``float`` is taken as
+    float32 for float32 and narrower logits). ``in_place`` writes the quotient over ``x``.
+
+    The reciprocal is taken in float64 and rounded once to the compute precision: that equals the
+    host's correctly rounded float32 ``1 / d`` (a quotient of 24-bit numbers never lies within
+    float64 rounding of a float32 tie), whatever the device's own float32 division does.
+    """
+    if x.device.type == "cuda":
+        inverse = torch.reciprocal(divisor.to(torch.float64)).to(divisor.dtype)
+        return x.mul_(inverse) if in_place else x * inverse
+    return x.div_(divisor) if in_place else x / divisor
+
+
+def compute_dtype(logits: torch.Tensor) -> torch.dtype:
+    """The precision PyTorch computes ``logits`` op a Python float in (float32 for half types)."""
+    return torch.float64 if logits.dtype == torch.float64 else torch.float32
+
+
 def per_row(
     param: torch.Tensor, logits: torch.Tensor, dtype: torch.dtype | None = None
 ) -> torch.Tensor:

@@ -28,7 +28,10 @@ group straddling the boundary, which Transformers splits in an arbitrary order a
 whole here, and except for running sums that land within rounding of the boundary. Rows with no
 distribution (a NaN anywhere, a ``+inf``, or nothing above ``-inf``) pass through the truncations
 unchanged, which is what Transformers' arithmetic does to them (where its ``Categorical``
-refuses them with an error instead, as for eta and top-h, they pass through here too).
+refuses them with an error instead, as for eta and top-h, they pass through here too). Bit for
+bit holds on each device against the processor on that device: where a processor divides by a
+Python float, PyTorch on CUDA multiplies by the float's reciprocal, and the temperature and the
+repetition penalties round the same way there (``divide_as_by_a_float``).
 
 Deliberate differences: :class:`FrequencyPenalty` and :class:`PresencePenalty` follow vLLM's
 formula (``logit - frequency * count - presence * (count > 0)`` over the drawn tokens), since
@@ -53,6 +56,8 @@ from guided.sampling._params import (
     TokenIds,
     check,
     column,
+    compute_dtype,
+    divide_as_by_a_float,
     floats,
     ints,
     move,
@@ -254,7 +259,8 @@ class Temperature(LogitTransform):
         self.value = floats("temperature", value, 0.0, math.inf, closed="()")
 
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
-        return logits.div_(column(self.value, logits))
+        divisor = column(self.value, logits, compute_dtype(logits))
+        return divide_as_by_a_float(logits, divisor, in_place=True)
 
 
 class Renormalize(LogitTransform):
@@ -513,7 +519,7 @@ class RepetitionPenalty(LogitTransform):
 
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
         ids, valid = _history(state.history(), logits)
-        return _penalize(logits, ids, valid, column(self.penalty, logits))
+        return _penalize(logits, ids, valid, column(self.penalty, logits, compute_dtype(logits)))
 
 
 class PromptRepetitionPenalty(LogitTransform):
@@ -526,7 +532,7 @@ class PromptRepetitionPenalty(LogitTransform):
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
         ids, valid = _history(state.prompt_history(), logits)
         # Transformers stores 1 / penalty as a Python float and applies it like a penalty.
-        inverse = column(1.0 / self.penalty.to(torch.float64), logits)
+        inverse = column(1.0 / self.penalty.to(torch.float64), logits, compute_dtype(logits))
         return _penalize(logits, ids, valid, inverse)
 
 
@@ -534,14 +540,14 @@ def _penalize(
     logits: torch.Tensor, ids: torch.Tensor, valid: torch.Tensor, penalty: torch.Tensor
 ) -> torch.Tensor:
     score = _gather(logits, ids, valid)
-    _write(logits, ids, valid, repetition_formula(score, penalty))
+    _write(logits, ids, valid, repetition_formula(score, penalty).to(logits.dtype))
     return logits
 
 
 def repetition_formula(score: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
     """Transformers' repetition arithmetic: ``score * penalty`` below zero, ``score / penalty``
-    otherwise."""
-    return torch.where(score < 0, score * penalty, score / penalty)
+    otherwise (a division by a Python float there, rounded as on the score's device)."""
+    return torch.where(score < 0, score * penalty, divide_as_by_a_float(score, penalty))
 
 
 def _drawn_counts(
