@@ -26,9 +26,9 @@ from conftest import shared_path
 OPTIONS: dict[str, Any] = {"max_states": 100_000}
 #: Wider bounds to try, one at a time, on a valid instance the default bounds reject.
 WIDER: list[dict[str, Any]] = [
-    {"max_states": 200_000, "max_free_depth": 3},
+    {"max_states": 200_000, "max_free_depth": 5},
     {"max_states": 200_000, "max_recursion_depth": 5},
-    {"max_states": 200_000, "max_free_depth": 4, "max_recursion_depth": 4},
+    {"max_states": 200_000, "max_free_depth": 5, "max_recursion_depth": 4},
 ]
 COLUMNS = ("schemas", "compiled", "refused", "valid_ok", "valid", "invalid_ok", "invalid", "bound")
 

@@ -38,7 +38,7 @@ def json_schema_to_regex(
     *,
     whitespace: str | None = None,
     max_recursion_depth: int = 3,
-    max_free_depth: int = 2,
+    max_free_depth: int = 4,
     strict: bool = True,
     coerce_one_of: bool = False,
     assert_formats: bool = True,

@@ -61,6 +61,10 @@
 //! construction only ever builds the part the input visits. Each such refusal costs a bounded but
 //! whole subset construction, so one construction compiles at most two in place and gives up at
 //! the third. Intersections and complements have no such way out: their automata are refused.
+//!
+//! Automata live as long as one construction, except those of pinned shared nodes
+//! ([`Hir::pinned`]): the schema compiler pins the languages it reuses across compilations (free
+//! values), and their automata are kept for the process, within each construction's state limit.
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -69,7 +73,7 @@ use crate::utf8::{utf8_sequences, Utf8Range};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// The automata of one construction, nested constructions included.
 pub(crate) type DfaMemo = Rc<RefCell<Automata>>;
@@ -88,6 +92,17 @@ pub(crate) struct Automata {
 /// up: each refusal costs a whole bounded subset construction, and an expression with many such
 /// parts is past the limits in place too.
 const MAX_REFUSED_SHARED: usize = 2;
+
+/// Automata of pinned shared nodes ([`Hir::pinned`]), by anchoring case and node, for every
+/// construction in the process: a pinned node is one the schema compiler reuses across
+/// compilations (the free values), and its automaton is the same each time.
+static PINNED_AUTOMATA: LazyLock<Mutex<PinnedAutomata>> = LazyLock::new(Default::default);
+
+/// Automata by anchoring case and pinned node id.
+type PinnedAutomata = FxHashMap<(Anchors, u64), Arc<Dfa>>;
+
+/// Pinned automata kept before the cache starts over.
+const MAX_PINNED_AUTOMATA: usize = 256;
 
 /// Index of a state in an [`Nfa`].
 pub type StateId = u32;
@@ -741,7 +756,29 @@ impl Builder {
         {
             return d.clone();
         }
-        let d = self.build_automaton(hir, anchors).map(Arc::new);
+        let pinned = match hir {
+            Hir::Shared(s) if s.is_pinned() => Some((anchors, s.id())),
+            _ => None,
+        };
+        let kept = pinned.and_then(|key| {
+            let cache = PINNED_AUTOMATA.lock().unwrap_or_else(|e| e.into_inner());
+            // An automaton past this construction's limit is refused as if it were built here.
+            cache
+                .get(&key)
+                .filter(|d| d.num_states() <= self.dfa_config.max_states)
+                .cloned()
+        });
+        let d = match kept {
+            Some(d) => Ok(d),
+            None => self.build_automaton(hir, anchors).map(Arc::new),
+        };
+        if let (Some(key), Ok(dfa)) = (pinned, &d) {
+            let mut cache = PINNED_AUTOMATA.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.len() >= MAX_PINNED_AUTOMATA {
+                cache.clear();
+            }
+            cache.insert(key, Arc::clone(dfa));
+        }
         let mut memo = self.memo.borrow_mut();
         if matches!((&d, hir), (Err(Error::SizeLimit { .. }), Hir::Shared(_))) {
             memo.refused_shared += 1;

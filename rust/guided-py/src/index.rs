@@ -168,7 +168,7 @@ impl PyTokenIndex {
     /// An index over the JSON texts of a schema's instances (see `guided.json_schema_to_regex`
     /// for the options), with the automaton built lazily as states are visited.
     #[staticmethod]
-    #[pyo3(signature = (schema, vocab, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 2, strict = true, coerce_one_of = false, assert_formats = true, max_states = SCHEMA_MAX_STATES))]
+    #[pyo3(signature = (schema, vocab, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 4, strict = true, coerce_one_of = false, assert_formats = true, max_states = SCHEMA_MAX_STATES))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,

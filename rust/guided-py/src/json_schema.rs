@@ -55,7 +55,7 @@ pub(crate) fn options(
 
 /// Compiles a schema (JSON text) to a pattern; returns it with the warnings of non-strict mode.
 #[pyfunction]
-#[pyo3(signature = (schema, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 2, strict = true, coerce_one_of = false, assert_formats = true))]
+#[pyo3(signature = (schema, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 4, strict = true, coerce_one_of = false, assert_formats = true))]
 #[allow(clippy::too_many_arguments)]
 pub fn json_schema_to_regex(
     py: Python<'_>,
@@ -86,7 +86,7 @@ pub fn json_schema_to_regex(
 /// The DFA of a schema, built from its HIR directly (boolean keywords included); for tests and
 /// benchmarks, which need to match texts against schemas whose printing uses extended operators.
 #[pyfunction]
-#[pyo3(signature = (schema, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 2, strict = true, coerce_one_of = false, assert_formats = true, max_states = crate::index::SCHEMA_MAX_STATES))]
+#[pyo3(signature = (schema, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 4, strict = true, coerce_one_of = false, assert_formats = true, max_states = crate::index::SCHEMA_MAX_STATES))]
 #[allow(clippy::too_many_arguments)]
 pub fn schema_dfa(
     py: Python<'_>,

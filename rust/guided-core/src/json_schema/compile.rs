@@ -38,6 +38,7 @@
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::sync::{LazyLock, Mutex};
 
 use rustc_hash::FxHashSet;
 use serde_json::Value;
@@ -330,6 +331,23 @@ struct Memoized {
     below: usize,
 }
 
+/// Whitespace pattern, free depth and cover depth: all a free value's language depends on.
+type FreeValueKey = (String, u32, Option<u32>);
+
+/// Free values by [`FreeValueKey`], for every compilation in the process.
+///
+/// "Any JSON value, nesting at most n containers deep" is the same language in every schema that
+/// leaves a value free, and its automaton doubles with each level (2,370 states at depth 4). Kept
+/// here, its expression is built once per process, and because the node is pinned
+/// ([`Hir::pinned`]) the automaton layer keeps its automaton for the process too: a schema that
+/// leaves values free then pays for them only in the first compilation that meets them.
+static FREE_VALUES: LazyLock<Mutex<HashMap<FreeValueKey, Lang>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Distinct free values kept before the cache starts over (a process sees a few whitespace
+/// policies and depths, so this is never reached in practice).
+const MAX_FREE_VALUES: usize = 256;
+
 impl<'a> Compiler<'a> {
     /// A compiler for the schema document `root`.
     pub(crate) fn new(root: &'a Value, opts: &'a SchemaOptions, ws: Hir) -> Compiler<'a> {
@@ -550,6 +568,11 @@ impl<'a> Compiler<'a> {
             if let Some(lang) = self.free_values.get(&key) {
                 return Ok(lang.clone());
             }
+            if let Some(lang) = self.process_free_value(key) {
+                self.charge(&lang.hir)?;
+                self.free_values.insert(key, lang.clone());
+                return Ok(lang);
+            }
         }
         let mut lang = self.distribute(&roots, flat, brs, ctx, self.opts.max_branches)?;
         // Every location's language is charged against what is left of the build budget, so
@@ -557,10 +580,35 @@ impl<'a> Compiler<'a> {
         // the limit, is refused while its members are built, not after).
         self.charge(&lang.hir)?;
         if free {
-            lang.hir = self.barrier(lang.hir);
+            lang.hir = self.barrier(lang.hir).pinned();
             self.free_values.insert(key, lang.clone());
+            self.keep_free_value(key, &lang);
         }
         Ok(lang)
+    }
+
+    /// The whitespace pattern, free depth and cover depth that decide a free value's language.
+    fn free_value_key(&self, (free, cover): (u32, Option<u32>)) -> FreeValueKey {
+        let ws = self
+            .opts
+            .whitespace
+            .as_deref()
+            .unwrap_or(super::DEFAULT_WHITESPACE);
+        (ws.to_string(), free, cover)
+    }
+
+    /// A free value some earlier compilation in this process built with the same key.
+    fn process_free_value(&self, key: (u32, Option<u32>)) -> Option<Lang> {
+        let cache = FREE_VALUES.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get(&self.free_value_key(key)).cloned()
+    }
+
+    fn keep_free_value(&self, key: (u32, Option<u32>), lang: &Lang) {
+        let mut cache = FREE_VALUES.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= MAX_FREE_VALUES {
+            cache.clear();
+        }
+        cache.insert(self.free_value_key(key), lang.clone());
     }
 
     fn schema_list(

@@ -104,7 +104,7 @@ impl Default for SchemaOptions {
         SchemaOptions {
             whitespace: None,
             max_recursion_depth: 3,
-            max_free_depth: 2,
+            max_free_depth: 4,
             strict: true,
             coerce_one_of: false,
             assert_formats: true,

@@ -432,7 +432,11 @@ fn copies_of_a_value_language_are_shared_not_rebuilt() {
         .map(|i| (format!("p{i}"), json!({"type": "object"})))
         .collect();
     let schema = json!({"type": "object", "properties": props, "required": ["p0"]});
-    let opts = SchemaOptions::default();
+    // Free values two deep keep the whole schema's eager automaton small.
+    let opts = SchemaOptions {
+        max_free_depth: 2,
+        ..SchemaOptions::default()
+    };
     let c = json_schema_to_hir(&schema, &opts).unwrap();
     let unique = c.hir.unique_size_within(usize::MAX).unwrap();
     let expanded = c.hir.expanded_size_within(usize::MAX).unwrap();
@@ -450,7 +454,7 @@ fn copies_of_a_value_language_are_shared_not_rebuilt() {
     // The printed pattern spells out every copy; past the limit it is refused, by name.
     let tight = SchemaOptions {
         max_hir_nodes: 2 * unique,
-        ..SchemaOptions::default()
+        ..opts
     };
     match json_schema_to_regex(&schema, &tight) {
         Err(Error::SizeLimit { limit, .. }) => assert_eq!(limit, "max_pattern_nodes"),
@@ -512,4 +516,55 @@ fn residue_automata_are_embedded_and_printed_only_on_request() {
             other => panic!("{schema}: expected a size limit, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn free_values_and_their_automata_are_built_once_per_process() {
+    use crate::dfa::DfaConfig;
+    use crate::nfa::{Nfa, NfaConfig};
+    use crate::regex::Hir;
+    use std::sync::Arc;
+    // Whitespace of its own, so that no other test has built these free values first.
+    let opts = SchemaOptions {
+        whitespace: Some("[ ]{0,3}".into()),
+        ..SchemaOptions::default()
+    };
+    let first = json!({"type": "object", "properties": {"a": {}}});
+    let second = json!({"type": "array", "items": {"type": "object"}});
+    let pinned = |h: &Hir| {
+        let mut nodes = Vec::new();
+        h.walk_unique(&mut Default::default(), |x| {
+            if matches!(x, Hir::Shared(s) if s.is_pinned()) {
+                nodes.push(x.clone());
+            }
+            true
+        });
+        nodes
+    };
+    let a = json_schema_to_hir(&first, &opts).unwrap().hir;
+    let b = json_schema_to_hir(&second, &opts).unwrap().hir;
+    let (in_a, in_b) = (pinned(&a), pinned(&b));
+    // The two schemas hold the same free-value node ...
+    let common = in_a
+        .iter()
+        .find(|x| in_b.contains(x))
+        .expect("a free value in common");
+    // ... and two constructions embed one automaton for it.
+    let config = DfaConfig {
+        max_states: 200_000,
+    };
+    let automaton = || {
+        let nfa = Nfa::new(common, &NfaConfig::default(), &config).unwrap();
+        Arc::clone(&nfa.automata()[0])
+    };
+    assert!(Arc::ptr_eq(&automaton(), &automaton()));
+    // A construction whose limit the kept automaton exceeds refuses it, as if it built it.
+    let tight = DfaConfig { max_states: 10 };
+    assert!(matches!(
+        Nfa::new(common, &NfaConfig::default(), &tight),
+        Err(Error::SizeLimit { .. })
+    ));
+    // The language is unchanged by the sharing.
+    assert!(matches(&a, r#"{"a":{"b":[1,{"c":null}]}}"#));
+    assert!(!matches(&a, r#"{"a":{"b":[1,{"c":null}]}"#));
 }

@@ -267,6 +267,7 @@ pub struct Shared {
     hir: Arc<Hir>,
     nullable: bool,
     anchors: (bool, bool),
+    pinned: bool,
 }
 
 /// Ids for [`Shared`] and [`Automaton`] nodes, unique within the process.
@@ -280,12 +281,23 @@ impl Shared {
             nullable: hir.nullable(),
             anchors: hir.anchors(),
             hir: Arc::new(hir),
+            pinned: false,
         }
     }
 
     /// The shared expression.
     pub fn hir(&self) -> &Hir {
         &self.hir
+    }
+
+    /// The node's identity (what equality and hashing compare).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the node outlives one compilation (see [`Hir::pinned`]).
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
     }
 }
 
@@ -461,6 +473,16 @@ impl Hir {
             s @ Hir::Shared(_) => s,
             s if s.is_nothing() => s,
             s => Hir::Shared(Shared::new(s)),
+        }
+    }
+
+    /// The same node, marked as one that a process keeps across compilations, so that the
+    /// automaton layer may keep its automaton as long (the node is equal to its unmarked copies;
+    /// anything but a shared node is returned as it is).
+    pub fn pinned(self) -> Hir {
+        match self {
+            Hir::Shared(s) => Hir::Shared(Shared { pinned: true, ..s }),
+            other => other,
         }
     }
 
