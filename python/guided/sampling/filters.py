@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from guided._transfer import to_device
+from guided.sampling._params import divide_as_by_a_float
 
 __all__ = ["Truncation", "apply_filters", "apply_temperature", "resolve_windows", "top_scores"]
 
@@ -99,8 +100,9 @@ class WindowResult:
 
 
 def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
-    """``logits / temperature`` per row, in place, as ``TemperatureLogitsWarper`` computes it."""
-    return logits.div_(temperature.unsqueeze(1))
+    """``logits / temperature`` per row, in place, as ``TemperatureLogitsWarper`` computes it on
+    the logits' device (see :func:`~guided.sampling._params.divide_as_by_a_float`)."""
+    return divide_as_by_a_float(logits, temperature.unsqueeze(1), in_place=True)
 
 
 def row_mass(scores: torch.Tensor, top: torch.Tensor) -> torch.Tensor:

@@ -66,7 +66,7 @@ from guided.sampling._params import (
     token_ids,
     token_sets,
 )
-from guided.sampling.filters import top_scores
+from guided.sampling.filters import apply_temperature, top_scores
 from guided.sampling.mass import Window, sorted_thresholds, windows
 from guided.sampling.state import DecodeState
 
@@ -259,8 +259,7 @@ class Temperature(LogitTransform):
         self.value = floats("temperature", value, 0.0, math.inf, closed="()")
 
     def apply_(self, state: DecodeState, logits: torch.Tensor) -> torch.Tensor:
-        divisor = column(self.value, logits, compute_dtype(logits))
-        return divide_as_by_a_float(logits, divisor, in_place=True)
+        return apply_temperature(logits, per_row(self.value, logits, compute_dtype(logits)))
 
 
 class Renormalize(LogitTransform):
