@@ -68,7 +68,7 @@
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
-use crate::regex::{ClassSet, Hir, Look};
+use crate::regex::{ClassSet, Grammar, Hir, Look, Shared};
 use crate::utf8::{utf8_sequences, Utf8Range};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
@@ -103,6 +103,12 @@ type PinnedAutomata = FxHashMap<(Anchors, u64), Arc<Dfa>>;
 
 /// Pinned automata kept before the cache starts over.
 const MAX_PINNED_AUTOMATA: usize = 256;
+
+/// The error for a recursive rule where an automaton must be built (an operand of an
+/// intersection or complement): recursion has no finite automaton.
+fn recursion_in_automaton() -> Error {
+    Error::Invalid("a recursive rule inside an intersection or complement".into())
+}
 
 /// Index of a state in an [`Nfa`].
 pub type StateId = u32;
@@ -174,6 +180,16 @@ pub enum State {
         /// Where to go when it holds.
         next: StateId,
     },
+    /// Enters rule `rule` ([`Nfa::rules`]) with `next` pushed as the return address.
+    Call {
+        /// Index into [`Nfa::rules`].
+        rule: u32,
+        /// Where the rule returns to.
+        next: StateId,
+    },
+    /// The end of a rule's body: moves on, without reading, to the return address on top of the
+    /// stack, and pops it.
+    Return,
     /// The whole pattern has matched.
     Match,
     /// No way on.
@@ -288,6 +304,11 @@ impl EmbeddedState<'_> {
 pub struct Nfa {
     states: Vec<State>,
     start: StateId,
+    /// The start state of each rule's body.
+    rules: Vec<StateId>,
+    /// Per rule, whether it is a grammar's rule (whose calls count towards the call depth) rather
+    /// than a shared expression called to keep it one copy.
+    counted: Vec<bool>,
     automata: Vec<Arc<Dfa>>,
     /// Sorted by `base`, and the blocks do not overlap.
     embeddings: Vec<Embedding>,
@@ -319,13 +340,33 @@ impl Nfa {
             automaton_ids: FxHashMap::default(),
             embeddings: Vec::new(),
             next_base: EMBEDDED_BASE,
+            grammar: None,
+            rules: Vec::new(),
+            rule_ids: FxHashMap::default(),
+            pending_rules: Vec::new(),
+            calls: FxHashMap::default(),
         };
         let frag = b.compile(hir)?;
         let m = b.add(State::Match)?;
         b.patch(frag.end, m);
+        // Rule bodies last, one at a time, so that deep recursion costs no native stack.
+        while let Some((index, body)) = b.pending_rules.pop() {
+            let f = b.compile(&body)?;
+            let ret = b.add(State::Return)?;
+            b.patch(f.end, ret);
+            b.rules[index as usize] = f.start;
+        }
         Ok(Nfa {
             states: b.states,
             start: frag.start,
+            counted: b
+                .rule_ids
+                .iter()
+                .fold(vec![false; b.rules.len()], |mut v, (src, &r)| {
+                    v[r as usize] = matches!(src, RuleSource::Grammar(_));
+                    v
+                }),
+            rules: b.rules,
             automata: b.automata,
             embeddings: b.embeddings,
         })
@@ -367,6 +408,19 @@ impl Nfa {
             copy,
             state: local % at.stride,
         })
+    }
+
+    /// The start state of each rule's body, by the index [`State::Call`] names.
+    pub fn rules(&self) -> &[StateId] {
+        &self.rules
+    }
+
+    /// Whether a call of `rule` counts towards the call depth: a grammar's rules do; a shared
+    /// expression that calls them is a rule only so that it is held once, and since shared
+    /// expressions cannot contain themselves, calls of those nest only as deep as the
+    /// expression does.
+    pub fn is_counted(&self, rule: u32) -> bool {
+        self.counted.get(rule as usize).copied().unwrap_or(true)
     }
 
     /// The embedded automata, each held once however often it occurs.
@@ -428,6 +482,26 @@ struct Builder {
     embeddings: Vec<Embedding>,
     /// The id the next embedding starts at.
     next_base: StateId,
+    /// The rules [`Hir::Call`] nodes name, inside a [`Hir::Grammar`].
+    grammar: Option<Grammar>,
+    /// The start of each rule's body, [`PENDING`] until it is compiled.
+    rules: Vec<StateId>,
+    /// Rule index by what it stands for.
+    rule_ids: FxHashMap<RuleSource, u32>,
+    /// Rules met but not yet compiled, with their bodies.
+    pending_rules: Vec<(u32, Hir)>,
+    /// Whether a shared node's contents call a rule, by node id.
+    calls: FxHashMap<u64, bool>,
+}
+
+/// What an NFA rule is the body of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum RuleSource {
+    /// A rule of the grammar.
+    Grammar(u32),
+    /// A shared expression that calls rules: it cannot be determinized on its own, so it is
+    /// called like a rule, which keeps it one copy however often it occurs.
+    Shared(u64),
 }
 
 impl Builder {
@@ -452,11 +526,13 @@ impl Builder {
     fn patch(&mut self, from: StateId, to: StateId) {
         match &mut self.states[from as usize] {
             State::ByteRange(t) => t.next = to,
-            State::Epsilon(next) | State::Look { next, .. } => *next = to,
+            State::Epsilon(next) | State::Look { next, .. } | State::Call { next, .. } => {
+                *next = to
+            }
             State::Union(alts) => alts.push(to),
             // Fragment ends are always one of the above: every constructor below ends its
-            // fragment on an epsilon, union, look or single byte range.
-            State::Sparse(_) | State::Match | State::Fail => {}
+            // fragment on an epsilon, union, look, call or single byte range.
+            State::Sparse(_) | State::Return | State::Match | State::Fail => {}
         }
     }
 
@@ -515,9 +591,68 @@ impl Builder {
                 })
             }
             Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
+            Hir::Shared(s) if self.shared_calls(s) => self.call(RuleSource::Shared(s.id()), hir),
+            Hir::Intersection(_) | Hir::Complement(_) if self.grammar.is_some() => {
+                if hir.has_calls() {
+                    return Err(recursion_in_automaton());
+                }
+                self.boolean(hir)
+            }
             Hir::Intersection(_) | Hir::Complement(_) | Hir::Shared(_) => self.boolean(hir),
             Hir::Automaton(a) => self.embed_from(a.dfa(), a.state()),
+            Hir::Call(c) => {
+                let body = self
+                    .grammar
+                    .as_ref()
+                    .and_then(|g| g.rules().get(c.index as usize))
+                    .cloned()
+                    .ok_or_else(|| {
+                        Error::Invalid(format!("call of rule {} outside its grammar", c.index))
+                    })?;
+                self.call(RuleSource::Grammar(c.index), &body)
+            }
+            Hir::Grammar(g) => {
+                if self.grammar.is_some() {
+                    return Err(Error::Invalid("a grammar inside a grammar".into()));
+                }
+                self.grammar = Some(g.clone());
+                self.compile(g.start())
+            }
         }
+    }
+
+    /// A call of the rule `source` stands for, whose body is `body` (compiled once, later).
+    fn call(&mut self, source: RuleSource, body: &Hir) -> Result<Frag> {
+        let rule = match self.rule_ids.get(&source) {
+            Some(&r) => r,
+            None => {
+                let r = self.rules.len() as u32;
+                self.rules.push(PENDING);
+                self.rule_ids.insert(source, r);
+                let body = match (source, body) {
+                    (RuleSource::Shared(_), Hir::Shared(s)) => s.hir().clone(),
+                    _ => body.clone(),
+                };
+                self.pending_rules.push((r, body));
+                r
+            }
+        };
+        let s = self.add(State::Call {
+            rule,
+            next: PENDING,
+        })?;
+        Ok(Frag { start: s, end: s })
+    }
+
+    /// Whether a shared node's contents call a rule (only ever inside a grammar).
+    fn shared_calls(&mut self, s: &Shared) -> bool {
+        if self.grammar.is_none() {
+            return false;
+        }
+        *self
+            .calls
+            .entry(s.id())
+            .or_insert_with(|| s.hir().has_calls())
     }
 
     fn literal(&mut self, bytes: &[u8]) -> Result<Frag> {
@@ -593,7 +728,10 @@ impl Builder {
         if copies == 0 {
             return self.empty();
         }
-        if copies >= COUNTED_MIN_COPIES && sub.anchors() == (false, false) {
+        if copies >= COUNTED_MIN_COPIES
+            && sub.anchors() == (false, false)
+            && !(self.grammar.is_some() && sub.has_calls())
+        {
             match self.automaton(sub, Anchors::WHOLE_TEXT) {
                 Ok(dfa) if dfa.matches_nothing() => {
                     return if min == 0 {

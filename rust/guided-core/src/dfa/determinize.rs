@@ -45,8 +45,34 @@ use crate::nfa::{Assertion, EmbeddedState, Nfa, Node, State, StateId, EMBEDDED_B
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
-/// Marks an accepting state's key; never a valid NFA state id.
-const MATCH_MARK: StateId = StateId::MAX;
+/// One element of a DFA state's key: an NFA state and the call stack it runs under
+/// ([`Stacks`]), packed as `stack << 32 | state`. Without rules every stack is the empty one, 0,
+/// and an entry is just the state's id.
+type Entry = u64;
+
+/// Marks an accepting state's key; never a valid entry.
+const MATCH_MARK: Entry = Entry::MAX;
+
+/// The call stack no rule has been entered on.
+const EMPTY_STACK: u32 = 0;
+
+/// Most rule calls open at once when the caller sets no bound ([`Determinizer::with_call_depth`]).
+pub const DEFAULT_MAX_CALL_DEPTH: u32 = 256;
+
+/// Marks a state from which no call budget reaches the end of its fragment.
+const NEVER: u32 = u32::MAX;
+
+fn entry(state: StateId, stack: u32) -> Entry {
+    (u64::from(stack) << 32) | u64::from(state)
+}
+
+fn state_of(e: Entry) -> StateId {
+    e as StateId
+}
+
+fn stack_of(e: Entry) -> u32 {
+    (e >> 32) as u32
+}
 
 /// NFA-set entries all DFA states together may hold, per state `max_states` allows.
 pub const SET_ENTRIES_PER_STATE: usize = 1024;
@@ -64,22 +90,24 @@ pub struct Determinizer {
     classes: ByteClasses,
     anchors: Anchors,
     max_states: usize,
-    /// Key of each DFA state: sorted byte-reading NFA states, then [`MATCH_MARK`] if accepting.
-    sets: Vec<Arc<[StateId]>>,
-    ids: FxHashMap<Arc<[StateId]>, u32>,
+    /// Key of each DFA state: sorted byte-reading entries, then [`MATCH_MARK`] if accepting.
+    sets: Vec<Arc<[Entry]>>,
+    ids: FxHashMap<Arc<[Entry]>, u32>,
     /// Entries held by `sets`, and NFA states visited by closures, against their budgets.
     set_entries: usize,
     work: usize,
     // Scratch space, kept to avoid allocating per state.
     seen: SparseSet,
-    /// `seen` for embedded ids, whose range is too large to index densely.
-    seen_embedded: FxHashSet<StateId>,
-    stack: Vec<StateId>,
-    key: Vec<StateId>,
-    targets: Vec<Vec<StateId>>,
-    memo: FxHashMap<Vec<StateId>, u32>,
+    /// `seen` for embedded ids and for entries under a call, too many to index densely.
+    seen_sparse: FxHashSet<Entry>,
+    stack: Vec<Entry>,
+    key: Vec<Entry>,
+    targets: Vec<Vec<Entry>>,
+    memo: FxHashMap<Vec<Entry>, u32>,
     /// Which states can still lead to a match (see [`Liveness`]).
     live: Liveness,
+    /// The call stacks met so far (only ever the empty one without rules).
+    stacks: Stacks,
     /// Per embedded automaton, the automaton's class of each of this construction's classes
     /// (which refine the automaton's, see [`Determinizer::new`]).
     class_maps: Vec<Vec<u8>>,
@@ -88,6 +116,28 @@ pub struct Determinizer {
 impl Determinizer {
     /// Starts the construction: creates the dead and start states.
     pub fn new(nfa: Nfa, anchors: Anchors, max_states: usize) -> Result<Self> {
+        Self::with_call_depth(nfa, anchors, max_states, DEFAULT_MAX_CALL_DEPTH)
+    }
+
+    /// [`Determinizer::new`], with at most `max_call_depth` rule calls open at once: a text
+    /// that needs deeper calls is not matched, and a prefix that could only go on that way
+    /// leads to the dead state. Rules do not mix with anchors (`^`, `$`).
+    pub fn with_call_depth(
+        nfa: Nfa,
+        anchors: Anchors,
+        max_states: usize,
+        max_call_depth: u32,
+    ) -> Result<Self> {
+        if !nfa.rules().is_empty()
+            && nfa
+                .states()
+                .iter()
+                .any(|s| matches!(s, State::Look { .. }))
+        {
+            return Err(Error::Invalid(
+                "anchors in an expression with recursive rules".into(),
+            ));
+        }
         if max_states < 2 {
             return Err(Error::size_limit("max_states", 2, max_states));
         }
@@ -138,22 +188,23 @@ impl Determinizer {
             set_entries: 0,
             work: 0,
             seen: SparseSet::new(n),
-            seen_embedded: FxHashSet::default(),
+            seen_sparse: FxHashSet::default(),
             stack: Vec::new(),
             key: Vec::new(),
             memo: FxHashMap::default(),
-            live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
+            live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT, max_call_depth),
+            stacks: Stacks::new(max_call_depth),
             class_maps,
             nfa,
         };
-        let dead: Arc<[StateId]> = Arc::from(Vec::new());
+        let dead: Arc<[Entry]> = Arc::from(Vec::new());
         d.ids.insert(Arc::clone(&dead), 0);
         d.sets.push(dead);
         // The start state is always 1, even when its key repeats the dead state's.
-        let start = d.nfa.start();
+        let start = entry(d.nfa.start(), EMPTY_STACK);
         d.closure(&[start], true);
         d.charge()?;
-        let key: Arc<[StateId]> = Arc::from(d.key.as_slice());
+        let key: Arc<[Entry]> = Arc::from(d.key.as_slice());
         d.ids.entry(Arc::clone(&key)).or_insert(1);
         d.sets.push(key);
         Ok(d)
@@ -193,7 +244,11 @@ impl Determinizer {
         for t in &mut self.targets {
             t.clear();
         }
-        for &s in set.iter() {
+        for &x in set.iter() {
+            if x == MATCH_MARK {
+                continue;
+            }
+            let (s, under) = (state_of(x), stack_of(x));
             let ts: &[_] = match self.nfa.node(s) {
                 Node::Stored(State::ByteRange(t)) => std::slice::from_ref(t),
                 Node::Stored(State::Sparse(ts)) => ts,
@@ -201,7 +256,7 @@ impl Determinizer {
                 Node::Embedded(e) => {
                     let map = &self.class_maps[e.at.automaton as usize];
                     for (c, &theirs) in map.iter().enumerate() {
-                        self.targets[c].extend(e.next_class(theirs));
+                        self.targets[c].extend(e.next_class(theirs).map(|t| entry(t, under)));
                     }
                     continue;
                 }
@@ -209,7 +264,7 @@ impl Determinizer {
             for t in ts {
                 let (lo, hi) = (self.classes.get(t.start), self.classes.get(t.end));
                 for c in lo..=hi {
-                    self.targets[c as usize].push(t.next);
+                    self.targets[c as usize].push(entry(t.next, under));
                 }
             }
         }
@@ -243,7 +298,7 @@ impl Determinizer {
     }
 
     /// The id of the state reached when the NFA is in `kernel` after at least one byte.
-    fn add_state(&mut self, kernel: &[StateId]) -> Result<u32> {
+    fn add_state(&mut self, kernel: &[Entry]) -> Result<u32> {
         self.closure(kernel, false);
         if let Some(&id) = self.ids.get(self.key.as_slice()) {
             return Ok(id);
@@ -257,7 +312,7 @@ impl Determinizer {
         }
         self.charge()?;
         let id = self.sets.len() as u32;
-        let key: Arc<[StateId]> = Arc::from(self.key.as_slice());
+        let key: Arc<[Entry]> = Arc::from(self.key.as_slice());
         self.ids.insert(Arc::clone(&key), id);
         self.sets.push(key);
         Ok(id)
@@ -266,7 +321,11 @@ impl Determinizer {
     /// Counts the closure just computed, and the set about to be stored, against the budgets.
     fn charge(&mut self) -> Result<()> {
         let max_entries = self.max_states.saturating_mul(SET_ENTRIES_PER_STATE);
-        self.set_entries = self.set_entries.saturating_add(self.key.len());
+        // A call stack's frames are held like set entries.
+        self.set_entries = self
+            .set_entries
+            .saturating_add(self.key.len())
+            .saturating_add(self.stacks.take_new());
         if self.set_entries > max_entries {
             return Err(Error::size_limit(
                 "dfa_state_sets",
@@ -283,7 +342,7 @@ impl Determinizer {
 
     /// Computes into `self.key` the key of the closure of `kernel`; `at_start` when no byte has
     /// been read.
-    fn closure(&mut self, kernel: &[StateId], at_start: bool) {
+    fn closure(&mut self, kernel: &[Entry], at_start: bool) {
         let start_holds = at_start && self.anchors.text_start;
         self.clear_seen();
         self.key.clear();
@@ -291,45 +350,62 @@ impl Determinizer {
         self.stack.extend(kernel.iter().rev());
         let mut matched = false;
         let mut end_sensitive = false;
-        while let Some(s) = self.stack.pop() {
-            if !self.visit(s) {
+        while let Some(x) = self.stack.pop() {
+            if !self.visit(x) {
                 continue;
             }
+            let (s, under) = (state_of(x), stack_of(x));
+            let depth = self.stacks.depth(under);
             let state = match self.nfa.node(s) {
                 Node::Stored(state) => state,
                 Node::Embedded(e) => {
-                    if self.live.embedded(&e) {
-                        self.key.push(s);
+                    if self.live.embedded(&e, depth) {
+                        self.key.push(x);
                     }
-                    self.stack.extend(e.moves_without_reading());
+                    self.stack
+                        .extend(e.moves_without_reading().map(|t| entry(t, under)));
                     continue;
                 }
             };
             match state {
                 State::ByteRange(_) | State::Sparse(_) => {
-                    if self.live.stored[s as usize] {
-                        self.key.push(s)
+                    if self.live.stored(s, depth) {
+                        self.key.push(x)
                     }
                 }
                 State::Match => matched = true,
                 State::Fail => {}
-                State::Epsilon(next) => self.stack.push(*next),
-                State::Union(alts) => self.stack.extend(alts.iter().rev()),
+                State::Epsilon(next) => self.stack.push(entry(*next, under)),
+                State::Union(alts) => self
+                    .stack
+                    .extend(alts.iter().rev().map(|&a| entry(a, under))),
+                State::Call { rule, next } => {
+                    let body = self.nfa.rules()[*rule as usize];
+                    let counted = self.nfa.is_counted(*rule);
+                    if let Some(inner) = self.stacks.push(under, *next, counted, &self.live) {
+                        self.stack.push(entry(body, inner));
+                    }
+                }
+                State::Return => {
+                    if let Some((ret, outer)) = self.stacks.pop(under) {
+                        self.stack.push(entry(ret, outer));
+                    }
+                }
                 State::Look { assertion, next } => match assertion {
-                    Assertion::Start if start_holds => self.stack.push(*next),
-                    Assertion::NotStart if !start_holds => self.stack.push(*next),
+                    Assertion::Start if start_holds => self.stack.push(entry(*next, under)),
+                    Assertion::NotStart if !start_holds => self.stack.push(entry(*next, under)),
                     Assertion::Start | Assertion::NotStart => {}
                     Assertion::End => end_sensitive = true,
                     Assertion::NotEnd => {
                         end_sensitive = true;
-                        self.stack.push(*next);
+                        self.stack.push(entry(*next, under));
                     }
                 },
             }
         }
         // When the input does not end the text, its end is just another position where more
         // text follows: the transition closure already answers.
-        let visited = self.seen.len() + self.seen_embedded.len();
+        let visited = self.seen.len() + self.seen_sparse.len();
         self.work = self.work.saturating_add(visited);
         let accepting = if end_sensitive && self.anchors.text_end {
             self.accepts_at_end(kernel, start_holds)
@@ -343,26 +419,32 @@ impl Determinizer {
     }
 
     /// Whether a match is reachable from `kernel` with nothing left to read.
-    fn accepts_at_end(&mut self, kernel: &[StateId], start_holds: bool) -> bool {
+    /// Anchors and rules do not mix ([`Determinizer::with_call_depth`]), so every entry here is
+    /// under the empty stack.
+    fn accepts_at_end(&mut self, kernel: &[Entry], start_holds: bool) -> bool {
         self.clear_seen();
         self.stack.clear();
         self.stack.extend(kernel.iter().rev());
-        while let Some(s) = self.stack.pop() {
-            if !self.visit(s) {
+        while let Some(x) = self.stack.pop() {
+            if !self.visit(x) {
                 continue;
             }
             self.work = self.work.saturating_add(1);
+            let s = state_of(x);
             let state = match self.nfa.node(s) {
                 Node::Stored(state) => state,
                 Node::Embedded(e) => {
-                    self.stack.extend(e.moves_without_reading());
+                    self.stack
+                        .extend(e.moves_without_reading().map(|t| entry(t, EMPTY_STACK)));
                     continue;
                 }
             };
             match state {
                 State::Match => return true,
-                State::Epsilon(next) => self.stack.push(*next),
-                State::Union(alts) => self.stack.extend(alts.iter().rev()),
+                State::Epsilon(next) => self.stack.push(entry(*next, EMPTY_STACK)),
+                State::Union(alts) => self
+                    .stack
+                    .extend(alts.iter().rev().map(|&a| entry(a, EMPTY_STACK))),
                 State::Look { assertion, next } => {
                     let holds = match assertion {
                         Assertion::Start => start_holds,
@@ -371,27 +453,31 @@ impl Determinizer {
                         Assertion::NotEnd => false,
                     };
                     if holds {
-                        self.stack.push(*next);
+                        self.stack.push(entry(*next, EMPTY_STACK));
                     }
                 }
-                State::ByteRange(_) | State::Sparse(_) | State::Fail => {}
+                State::ByteRange(_)
+                | State::Sparse(_)
+                | State::Call { .. }
+                | State::Return
+                | State::Fail => {}
             }
         }
         false
     }
 
-    /// Marks `s` visited by the current closure; false if it was already.
-    fn visit(&mut self, s: StateId) -> bool {
-        if s < EMBEDDED_BASE {
-            self.seen.insert(s)
+    /// Marks `x` visited by the current closure; false if it was already.
+    fn visit(&mut self, x: Entry) -> bool {
+        if x < u64::from(EMBEDDED_BASE) {
+            self.seen.insert(x as StateId)
         } else {
-            self.seen_embedded.insert(s)
+            self.seen_sparse.insert(x)
         }
     }
 
     fn clear_seen(&mut self) {
         self.seen.clear();
-        self.seen_embedded.clear();
+        self.seen_sparse.clear();
     }
 
     /// Closure steps taken so far, against `max_states * CLOSURE_WORK_PER_STATE`.
@@ -479,21 +565,34 @@ impl SparseSet {
 /// occurrence's exit has either fact.
 /// The only embedded ids stored states point at are occurrences' start states; their facts are
 /// derived from the exit's whenever the exit learns one, and passed on to their predecessors.
+///
+/// With rules, liveness depends on the call stack too: see [`CallNeeds`].
 #[derive(Clone, Debug)]
 struct Liveness {
     /// Per stored state.
     stored: Vec<bool>,
     /// Per occurrence: whether its exit can still lead to a match.
     exits: Vec<bool>,
+    /// For an NFA with rules, what replaces the two above.
+    calls: Option<CallNeeds>,
 }
 
 impl Liveness {
-    /// The liveness of `nfa`'s states; everything is live unless `prune`.
-    fn of(nfa: &Nfa, prune: bool) -> Self {
+    /// The liveness of `nfa`'s states; everything is live unless `prune` (or the NFA has rules,
+    /// which are always pruned: see [`CallNeeds`]).
+    fn of(nfa: &Nfa, prune: bool, max_call_depth: u32) -> Self {
+        if !nfa.rules().is_empty() {
+            return Liveness {
+                stored: Vec::new(),
+                exits: Vec::new(),
+                calls: Some(CallNeeds::of(nfa, max_call_depth)),
+            };
+        }
         if !prune {
             return Liveness {
                 stored: vec![true; nfa.len()],
                 exits: vec![true; nfa.embeddings().len()],
+                calls: None,
             };
         }
         let (reading, at_end) = backward_facts(nfa);
@@ -505,12 +604,250 @@ impl Liveness {
         Liveness {
             stored: reading,
             exits,
+            calls: None,
         }
     }
 
-    /// Whether an embedded state is live.
-    fn embedded(&self, e: &EmbeddedState<'_>) -> bool {
-        self.exits[e.embedding] && e.reads()
+    /// Whether a byte-reading stored state is live at call depth `depth`.
+    fn stored(&self, s: StateId, depth: u32) -> bool {
+        match &self.calls {
+            None => self.stored[s as usize],
+            Some(c) => c.fits(c.need[s as usize], depth),
+        }
+    }
+
+    /// Whether an embedded state is live at call depth `depth`.
+    fn embedded(&self, e: &EmbeddedState<'_>, depth: u32) -> bool {
+        e.reads()
+            && match &self.calls {
+                None => self.exits[e.embedding],
+                Some(c) => c.fits(c.exits[e.embedding], depth),
+            }
+    }
+
+    /// Whether a rule may be called at call depth `depth` to return to `ret`: the caller's
+    /// fragment must still reach its end from there.
+    fn returns_to(&self, ret: StateId, depth: u32) -> bool {
+        match &self.calls {
+            None => true,
+            Some(c) => c.fits(c.need_of(ret), depth),
+        }
+    }
+}
+
+/// Liveness under calls: how many levels of calls a state needs to reach the end of its
+/// fragment (a rule's `Return`, or the `Match` of the expression calling the rules).
+///
+/// A state inside a rule body, at call depth `k` with at most `D` calls open at once, can still
+/// lead to a match when its body can return using calls at most `D - k` deep, and when each
+/// return address on its stack can in turn reach the end of its own fragment with what is left
+/// at its depth. The second half is a fact about the stack, checked once per frame when the frame
+/// is made ([`Stacks::push`]); the first is `need[q] <= D - k`, with `need[q]` the least budget
+/// with which `q` reaches its end (a call of rule `r` costs `1 + need[start of r]`).
+///
+/// `need` is computed in rounds: round `b` is a backward reachability from the fragment ends in
+/// which a call edge may be crossed when its rule's start was reached in an earlier round, and
+/// every state first reached in round `b` needs `b`. The rounds stop when one reaches nothing
+/// new, which happens after the deepest least call nesting any state needs, plus one: a few
+/// rounds for real grammars, each linear in the NFA. Anchors do not occur with rules, so there is
+/// no end-of-text fact to track.
+#[derive(Clone, Debug)]
+struct CallNeeds {
+    max_depth: u32,
+    /// Per stored state (for a byte-reading one: after its byte).
+    need: Vec<u32>,
+    /// Per occurrence of an embedded automaton: what its exit needs.
+    exits: Vec<u32>,
+    /// Per embedded id a stored state leads to (occurrences' starts): what its exit needs.
+    entries: FxHashMap<StateId, u32>,
+}
+
+impl CallNeeds {
+    fn of(nfa: &Nfa, max_depth: u32) -> Self {
+        let n = nfa.len();
+        let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
+        let mut embedded_preds: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
+        // Every call state, with the rule it calls and the state it returns to.
+        let mut calls: Vec<(StateId, u32, StateId)> = Vec::new();
+        for (q, state) in nfa.states().iter().enumerate() {
+            let q = q as StateId;
+            let mut add = |to: StateId| {
+                if to < EMBEDDED_BASE {
+                    if let Some(p) = preds.get_mut(to as usize) {
+                        p.push(q);
+                    }
+                } else {
+                    embedded_preds.entry(to).or_default().push(q);
+                }
+            };
+            match state {
+                State::ByteRange(t) => add(t.next),
+                State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
+                State::Epsilon(next) | State::Look { next, .. } => add(*next),
+                State::Union(alts) => alts.iter().for_each(|&a| add(a)),
+                State::Call { rule, next } => {
+                    calls.push((q, *rule, *next));
+                    if *next >= EMBEDDED_BASE {
+                        // Known as an entry, so that its need is kept like the others'.
+                        embedded_preds.entry(*next).or_default();
+                    }
+                }
+                State::Return | State::Match | State::Fail => {}
+            }
+        }
+        let mut entries_by_exit: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
+        for &v in embedded_preds.keys() {
+            if let Node::Embedded(e) = nfa.node(v) {
+                entries_by_exit.entry(e.at.exit).or_default().push(v);
+            }
+        }
+        let mut needs = CallNeeds {
+            max_depth,
+            need: vec![NEVER; n],
+            exits: Vec::new(),
+            entries: embedded_preds.keys().map(|&v| (v, NEVER)).collect(),
+        };
+        let mut work: Vec<StateId> = (0..n as StateId)
+            .filter(|&q| matches!(nfa.state(q), State::Return | State::Match))
+            .collect();
+        for round in 0..=max_depth {
+            let mut fresh = false;
+            let mut mark = |needs: &mut CallNeeds, x: StateId, work: &mut Vec<StateId>| {
+                let slot = if x < EMBEDDED_BASE {
+                    needs.need.get_mut(x as usize)
+                } else {
+                    needs.entries.get_mut(&x)
+                };
+                if let Some(slot) = slot.filter(|s| **s == NEVER) {
+                    *slot = round;
+                    fresh = true;
+                    work.push(x);
+                }
+            };
+            if round == 0 {
+                let ends = std::mem::take(&mut work);
+                for q in ends {
+                    mark(&mut needs, q, &mut work);
+                }
+            }
+            loop {
+                while let Some(x) = work.pop() {
+                    let plain: &[StateId] = if x < EMBEDDED_BASE {
+                        &preds[x as usize]
+                    } else {
+                        embedded_preds.get(&x).map_or(&[], |v| v.as_slice())
+                    };
+                    for &p in plain {
+                        mark(&mut needs, p, &mut work);
+                    }
+                    // Inside a minimal automaton every state that reads can reach its exit.
+                    for &v in entries_by_exit.get(&x).map_or(&[][..], |v| v.as_slice()) {
+                        mark(&mut needs, v, &mut work);
+                    }
+                }
+                // A call is crossed once its return address is reached and its body can
+                // return: in an earlier round for a counted call (it takes a level), in this
+                // one for an uncounted call. Bodies and return addresses are reached in any
+                // order, so the calls are looked at again until none is crossed.
+                for &(p, rule, next) in &calls {
+                    let body = needs.need_of(nfa.rules()[rule as usize]);
+                    let budget = if nfa.is_counted(rule) { round.checked_sub(1) } else { Some(round) };
+                    if needs.need_of(next) != NEVER
+                        && budget.is_some_and(|b| body <= b)
+                        && needs.need_of(p) == NEVER
+                    {
+                        mark(&mut needs, p, &mut work);
+                    }
+                }
+                if work.is_empty() {
+                    break;
+                }
+            }
+            if !fresh && round > 0 {
+                break;
+            }
+        }
+        needs.exits = nfa
+            .embeddings()
+            .iter()
+            .map(|e| needs.need_of(e.exit))
+            .collect();
+        needs
+    }
+
+    /// What the state `id` needs.
+    fn need_of(&self, id: StateId) -> u32 {
+        if id < EMBEDDED_BASE {
+            self.need.get(id as usize).copied().unwrap_or(NEVER)
+        } else {
+            self.entries.get(&id).copied().unwrap_or(NEVER)
+        }
+    }
+
+    /// Whether a need fits what is left at call depth `depth`.
+    fn fits(&self, need: u32, depth: u32) -> bool {
+        need != NEVER && need <= self.max_depth.saturating_sub(depth)
+    }
+}
+
+/// The call stacks of a construction, interned: stack `i` is a frame (the stack below it and the
+/// return address on top) and its depth; stack 0 ([`EMPTY_STACK`]) is empty.
+///
+/// Equal stacks get equal ids, so entries compare as pairs of integers and a DFA state's key
+/// stays a sorted list of them. Only frames whose return address can still reach the end of its
+/// fragment are made ([`Liveness::returns_to`]), so every stack held is live.
+#[derive(Clone, Debug)]
+struct Stacks {
+    max_depth: u32,
+    /// `(below, return address, depth)` per stack.
+    frames: Vec<(u32, StateId, u32)>,
+    ids: FxHashMap<(u32, StateId), u32>,
+    /// Frames made since [`Stacks::take_new`] was last called.
+    new: usize,
+}
+
+impl Stacks {
+    fn new(max_depth: u32) -> Self {
+        Stacks {
+            max_depth,
+            frames: vec![(EMPTY_STACK, 0, 0)],
+            ids: FxHashMap::default(),
+            new: 0,
+        }
+    }
+
+    fn depth(&self, stack: u32) -> u32 {
+        self.frames[stack as usize].2
+    }
+
+    /// The stack `below` with `ret` pushed, if a call may be made there; a `counted` call
+    /// deepens the stack (see [`Nfa::is_counted`]).
+    fn push(&mut self, below: u32, ret: StateId, counted: bool, live: &Liveness) -> Option<u32> {
+        let depth = self.depth(below);
+        if (counted && depth >= self.max_depth) || !live.returns_to(ret, depth) {
+            return None;
+        }
+        if let Some(&id) = self.ids.get(&(below, ret)) {
+            return Some(id);
+        }
+        let id = u32::try_from(self.frames.len()).ok()?;
+        self.frames.push((below, ret, depth + u32::from(counted)));
+        self.ids.insert((below, ret), id);
+        self.new += 1;
+        Some(id)
+    }
+
+    /// The return address on top of `stack` and the stack below it; `None` for the empty stack.
+    fn pop(&self, stack: u32) -> Option<(StateId, u32)> {
+        (stack != EMPTY_STACK).then(|| {
+            let (below, ret, _) = self.frames[stack as usize];
+            (ret, below)
+        })
+    }
+
+    /// Frames made since the last call.
+    fn take_new(&mut self) -> usize {
+        std::mem::take(&mut self.new)
     }
 }
 
@@ -536,7 +873,8 @@ fn backward_facts(nfa: &Nfa) -> (Vec<bool>, Vec<bool>) {
             State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
             State::Epsilon(next) | State::Look { next, .. } => add(*next),
             State::Union(alts) => alts.iter().for_each(|&a| add(a)),
-            State::Match | State::Fail => {}
+            // Without rules there are no calls (with them, `CallNeeds` is used instead).
+            State::Call { .. } | State::Return | State::Match | State::Fail => {}
         }
     }
     // Per exit, the entered embedded ids whose facts follow from it.
@@ -575,7 +913,7 @@ fn backward_facts(nfa: &Nfa) -> (Vec<bool>, Vec<bool>) {
                     Assertion::End => (end_fact, false),
                     Assertion::NotEnd => (false, !end_fact),
                 },
-                State::Match | State::Fail => (false, false),
+                State::Call { .. } | State::Return | State::Match | State::Fail => (false, false),
             };
             if gets_end && !at_end[pi] {
                 at_end[pi] = true;
@@ -819,6 +1157,115 @@ mod tests {
                 other.map(|r| r.accepting.len())
             ),
         }
+    }
+
+    /// `value = scalar | "[" (value ("," value)*)? "]"`, with `scalar = "a" | "bb"` shared (so
+    /// embedded as an automaton) and the item list shared with calls in it (so called as a rule).
+    fn nested_lists() -> Hir {
+        let value = Hir::call(0, false);
+        let scalar = Hir::shared(Hir::alternation([Hir::literal("a"), Hir::literal("bb")]));
+        let items = Hir::shared(Hir::concat([
+            value.clone(),
+            Hir::repeat(Hir::concat([Hir::literal(","), value.clone()]), 0, None),
+        ]));
+        let list = Hir::concat([Hir::literal("["), Hir::optional(items), Hir::literal("]")]);
+        Hir::grammar(value, vec![Hir::alternation([scalar, list])])
+    }
+
+    /// The calls `text` needs as a value of [`nested_lists`] (a list adds one to its deepest
+    /// item), or `None` when it is not one.
+    fn nested_depth(text: &[u8]) -> Option<u32> {
+        fn value(t: &[u8], i: &mut usize) -> Option<u32> {
+            match t.get(*i)? {
+                b'a' => {
+                    *i += 1;
+                    Some(1)
+                }
+                b'b' if t.get(*i + 1) == Some(&b'b') => {
+                    *i += 2;
+                    Some(1)
+                }
+                b'[' => {
+                    *i += 1;
+                    let mut deepest = 0;
+                    if t.get(*i) != Some(&b']') {
+                        loop {
+                            deepest = deepest.max(value(t, i)?);
+                            match t.get(*i)? {
+                                b',' => *i += 1,
+                                _ => break,
+                            }
+                        }
+                    }
+                    (t.get(*i)? == &b']').then(|| *i += 1)?;
+                    Some(1 + deepest)
+                }
+                _ => None,
+            }
+        }
+        let mut i = 0;
+        let d = value(text, &mut i)?;
+        (i == text.len()).then_some(d)
+    }
+
+    #[test]
+    fn rules_match_what_recursive_descent_accepts_within_the_call_depth() {
+        let nfa = Nfa::new(&nested_lists(), &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        assert_eq!(nfa.rules().len(), 2, "the value rule and the shared item list");
+        let alphabet = b"ab[],";
+        for max_depth in [1u32, 2, 3, 4] {
+            let mut d =
+                Determinizer::with_call_depth(nfa.clone(), Anchors::WHOLE_TEXT, 100_000, max_depth)
+                    .unwrap();
+            let mut row = Vec::new();
+            // Breadth first over all texts up to 8 bytes, walking the lazy automaton along.
+            let mut layer: Vec<(Vec<u8>, u32)> = vec![(Vec::new(), 1)];
+            for len in 0..=8 {
+                let mut next = Vec::new();
+                for (text, state) in &layer {
+                    let want = nested_depth(text).is_some_and(|n| n <= max_depth);
+                    assert_eq!(d.is_accepting(*state), want, "{:?} at depth {max_depth}", text);
+                    if len == 8 {
+                        continue;
+                    }
+                    d.next_row(*state, &mut row).unwrap();
+                    for &b in alphabet {
+                        let to = row[d.classes().get(b) as usize];
+                        let mut longer = text.clone();
+                        longer.push(b);
+                        if to == 0 {
+                            assert!(
+                                !completes(&longer, max_depth),
+                                "{:?} is dead but completes at depth {max_depth}",
+                                longer
+                            );
+                        } else {
+                            assert!(completes(&longer, max_depth), "{:?} at {max_depth}", longer);
+                            next.push((longer, to));
+                        }
+                    }
+                }
+                layer = next;
+            }
+        }
+    }
+
+    /// Whether some text completes `prefix` into a value that needs at most `max_depth` calls.
+    /// The cheapest completion is the greedy one: finish a `b`, give a dangling comma an `a`,
+    /// close every open list (an item after a comma adds no depth its first sibling did not).
+    fn completes(prefix: &[u8], max_depth: u32) -> bool {
+        let mut text = prefix.to_vec();
+        let b_run = text.iter().rev().take_while(|&&c| c == b'b').count();
+        if b_run % 2 == 1 {
+            text.push(b'b');
+        }
+        if matches!(text.last(), None | Some(b',')) {
+            text.push(b'a');
+        }
+        let open = text.iter().filter(|&&c| c == b'[').count();
+        let closed = text.iter().filter(|&&c| c == b']').count();
+        text.extend(std::iter::repeat_n(b']', open.saturating_sub(closed)));
+        nested_depth(&text).is_some_and(|n| n <= max_depth)
     }
 
     #[test]

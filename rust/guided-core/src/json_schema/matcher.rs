@@ -19,6 +19,9 @@
 //! string has reached, and copies the rest by reference. An automaton's derivative is the same
 //! automaton, one step on.
 //!
+//! Neither do calls of grammar rules ([`Hir::Call`]): a rule's body is held by its grammar, and
+//! the compiler refuses to match a value against a recursive language.
+//!
 //! Anchors ([`Hir::Look`]) never reach this module: the schema compiler resolves them before it
 //! builds anything it matches against.
 
@@ -99,6 +102,12 @@ pub(crate) fn derive(h: &Hir, c: char) -> Hir {
                 cur = cur.and_then(|a| a.step(b));
             }
             cur.map_or_else(Hir::nothing, Hir::Automaton)
+        }
+        // A rule's body lives in its grammar, which this module does not see: the compiler never
+        // asks about a language with calls (`enum_language` refuses first).
+        Hir::Call(_) | Hir::Grammar(_) => {
+            debug_assert!(false, "derivative of a grammar call");
+            Hir::nothing()
         }
     }
 }

@@ -147,7 +147,9 @@ fn whitespace(opts: &SchemaOptions) -> Result<Hir> {
             | Hir::Intersection(_)
             | Hir::Complement(_)
             | Hir::Shared(_)
-            | Hir::Automaton(_) => false,
+            | Hir::Automaton(_)
+            | Hir::Call(_)
+            | Hir::Grammar(_) => false,
         }
     }
     if !json_blank(&h) {

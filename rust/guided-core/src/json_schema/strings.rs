@@ -157,6 +157,9 @@ pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
         Hir::Shared(s) => encode(s.hir())?,
         // Automata are built for numbers, not for string values.
         Hir::Automaton(_) => return Err("an automaton where a string value was expected".into()),
+        Hir::Call(_) | Hir::Grammar(_) => {
+            return Err("a recursive rule where a string value was expected".into())
+        }
     })
 }
 
@@ -263,7 +266,7 @@ pub(crate) fn length_range(h: &Hir) -> (u64, Option<u64>) {
             let max = parts.iter().filter_map(|p| p.1).min();
             (min, max)
         }
-        Hir::Complement(_) | Hir::Automaton(_) => (0, None),
+        Hir::Complement(_) | Hir::Automaton(_) | Hir::Call(_) | Hir::Grammar(_) => (0, None),
         Hir::Shared(s) => length_range(s.hir()),
     }
 }

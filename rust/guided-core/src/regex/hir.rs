@@ -210,6 +210,58 @@ pub enum Hir {
     /// and it prints (as an expression equivalent to it) only through
     /// `json_schema::expand_shared`.
     Automaton(Automaton),
+    /// The language of rule `index` of the enclosing [`Hir::Grammar`]. It never comes from a
+    /// pattern and does not print as one: a recursive language is not regular.
+    Call(Call),
+    /// Rules that may call one another, and the expression that calls them first. Only ever the
+    /// root of an expression: the NFA layer enters rules with a return address on a stack.
+    Grammar(Grammar),
+}
+
+/// A call of a grammar rule (see [`Hir::Call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Call {
+    /// The rule, an index into [`Grammar::rules`].
+    pub index: u32,
+    /// Whether the rule matches the empty string (the caller knows; a walk could recurse
+    /// forever).
+    pub nullable: bool,
+}
+
+/// An expression with recursive rules (see [`Hir::Grammar`]).
+///
+/// Equality and hashing are by identity, like [`Shared`].
+#[derive(Debug, Clone)]
+pub struct Grammar {
+    id: u64,
+    start: Arc<Hir>,
+    rules: Arc<[Hir]>,
+}
+
+impl Grammar {
+    /// The expression matching begins with.
+    pub fn start(&self) -> &Hir {
+        &self.start
+    }
+
+    /// The rules, which [`Hir::Call`] nodes name by index.
+    pub fn rules(&self) -> &[Hir] {
+        &self.rules
+    }
+}
+
+impl PartialEq for Grammar {
+    fn eq(&self, other: &Grammar) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for Grammar {}
+
+impl Hash for Grammar {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
 }
 
 /// A minimized byte automaton standing in an expression, read from `state` (its start when made).
@@ -486,6 +538,30 @@ impl Hir {
         }
     }
 
+    /// A call of rule `index` of the grammar this expression will stand in.
+    pub fn call(index: u32, nullable: bool) -> Hir {
+        Hir::Call(Call { index, nullable })
+    }
+
+    /// `start`, calling `rules` (just `start` when there are none).
+    pub fn grammar(start: Hir, rules: Vec<Hir>) -> Hir {
+        if rules.is_empty() {
+            return start;
+        }
+        Hir::Grammar(Grammar {
+            id: NEXT_SHARED_ID.fetch_add(1, Ordering::Relaxed),
+            start: Arc::new(start),
+            rules: rules.into(),
+        })
+    }
+
+    /// Whether the expression calls a grammar rule anywhere (shared parts included).
+    pub fn has_calls(&self) -> bool {
+        !self.walk_unique(&mut FxHashSet::default(), |h| {
+            !matches!(h, Hir::Call(_) | Hir::Grammar(_))
+        })
+    }
+
     /// The language of `dfa` (nothing when it matches nothing).
     pub fn automaton(dfa: Dfa) -> Hir {
         if dfa.matches_nothing() {
@@ -528,7 +604,15 @@ impl Hir {
                 return false;
             }
             match h {
-                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) | Hir::Automaton(_) => {
+                Hir::Empty
+                | Hir::Literal(_)
+                | Hir::Class(_)
+                | Hir::Look(_)
+                | Hir::Automaton(_)
+                | Hir::Call(_) => {}
+                Hir::Grammar(g) => {
+                    stack.push(&g.start);
+                    stack.extend(g.rules.iter());
                 }
                 Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
                 Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
@@ -553,6 +637,8 @@ impl Hir {
             Hir::Complement(sub) => !sub.nullable(),
             Hir::Shared(s) => s.nullable,
             Hir::Automaton(a) => a.dfa.is_accepting(a.state),
+            Hir::Call(c) => c.nullable,
+            Hir::Grammar(g) => g.start.nullable(),
         }
     }
 
@@ -562,7 +648,15 @@ impl Hir {
         match self {
             Hir::Look(Look::Start) => (true, false),
             Hir::Look(Look::End) => (false, true),
-            Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Automaton(_) => (false, false),
+            Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Automaton(_) | Hir::Call(_) => {
+                (false, false)
+            }
+            Hir::Grammar(g) => std::iter::once(&*g.start)
+                .chain(g.rules.iter())
+                .fold((false, false), |(s, e), h| {
+                    let (hs, he) = h.anchors();
+                    (s || hs, e || he)
+                }),
             Hir::Repeat { sub, .. } | Hir::Complement(sub) => sub.anchors(),
             Hir::Concat(c) | Hir::Alternation(c) | Hir::Intersection(c) => {
                 c.iter().fold((false, false), |(s, e), h| {
@@ -600,7 +694,12 @@ impl Hir {
             let mut stack = vec![h];
             while let Some(h) = stack.pop() {
                 let here = match h {
-                    Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) => 1,
+                    Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) | Hir::Call(_) => 1,
+                    Hir::Grammar(g) => {
+                        stack.push(&g.start);
+                        stack.extend(g.rules.iter());
+                        1
+                    }
                     // Its printed size is unknown until it is converted; a state is a fair guess.
                     Hir::Automaton(a) => a.dfa.num_states(),
                     Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => {
@@ -714,6 +813,17 @@ impl Hir {
             // Not a pattern: callers convert automata first (`json_schema::expand_shared`), and
             // this marker does not parse, so a slip cannot pass for a pattern.
             Hir::Automaton(a) => write!(f, "(?automaton:{})", a.dfa.num_states()),
+            // Not patterns either: recursion has no regular expression.
+            Hir::Call(c) => write!(f, "(?call:{})", c.index),
+            Hir::Grammar(g) => {
+                write!(f, "(?grammar:")?;
+                g.start.write_at(f, Prec::Alternation)?;
+                for (i, r) in g.rules.iter().enumerate() {
+                    write!(f, ";{i}=")?;
+                    r.write_at(f, Prec::Alternation)?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }

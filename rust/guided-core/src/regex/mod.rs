@@ -6,5 +6,5 @@
 pub mod hir;
 pub mod parser;
 
-pub use hir::{ClassSet, Hir, Look, MAX_CODE_POINT};
+pub use hir::{Call, ClassSet, Grammar, Hir, Look, Shared, MAX_CODE_POINT};
 pub use parser::{parse, parse_ecma, parse_with, Dialect, ParserConfig};
