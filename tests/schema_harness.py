@@ -19,7 +19,7 @@ import json
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import guided
 from guided._canonical import declared_reorder
@@ -37,12 +37,40 @@ STYLES: tuple[tuple[str, str, bool], ...] = (
 MAX_ORDER_PREFIXES = 2048
 
 
+class Automaton(Protocol):
+    """What the matcher steps: a DFA, or a token index over single-byte tokens."""
+
+    def next_state(self, state: int, byte: int, /) -> int: ...
+
+
+class Accepting(Protocol):
+    def __getitem__(self, state: int, /) -> bool: ...
+
+
+class IndexAutomaton:
+    """A token index over the 256 single-byte tokens, read like a DFA: its automaton (lazy, and
+    for a recursive schema a pushdown one) grows as the matcher visits it."""
+
+    def __init__(self, index: guided.TokenIndex) -> None:
+        self.index = index
+
+    def next_state(self, state: int, byte: int) -> int:
+        return self.index.next_state(state, byte)
+
+    def __getitem__(self, state: int) -> bool:
+        return self.index.is_accepting(state)
+
+
+#: Every single byte as a token, and EOS.
+BYTE_VOCAB = guided.Vocabulary([bytes([b]) for b in range(256)] + [None], eos_token_ids=[256])
+
+
 @dataclass
 class Matcher:
     """Steps a DFA over bytes from sets of states."""
 
-    dfa: guided.DFA
-    accepting: list[bool]
+    dfa: Automaton
+    accepting: Accepting
     #: (id of a value, its state set) -> states after it, for one ``accepts`` call: the member-order
     #: search writes the same value from the same states many times.
     memo: dict[tuple[int, frozenset[int]], frozenset[int]]
@@ -52,6 +80,11 @@ class Matcher:
     @classmethod
     def of(cls, dfa: guided.DFA) -> Matcher:
         return cls(dfa, dfa.accepting.tolist(), {})
+
+    @classmethod
+    def of_index(cls, index: guided.TokenIndex) -> Matcher:
+        automaton = IndexAutomaton(index)
+        return cls(automaton, automaton, {})
 
     def feed(self, states: frozenset[int], data: bytes) -> frozenset[int]:
         out = set()
@@ -156,6 +189,18 @@ def compile_matcher(schema: Any, **options: Any) -> Matcher | None:
     allows. Any other exception propagates: it is a bug."""
     try:
         return Matcher.of(guided._lib.schema_dfa(json.dumps(schema), **options))
+    except (guided.UnsupportedSchemaError, guided.SizeLimitError):
+        return None
+
+
+def compile_index_matcher(schema: Any, **options: Any) -> Matcher | None:
+    """The matcher of ``schema``'s token index (``TokenIndex.from_json_schema`` with
+    ``options``), the path an engine takes: recursion stays recursion there. ``None`` on a typed
+    refusal, as in :func:`compile_matcher`."""
+    try:
+        return Matcher.of_index(
+            guided.TokenIndex.from_json_schema(json.dumps(schema), BYTE_VOCAB, **options)
+        )
     except (guided.UnsupportedSchemaError, guided.SizeLimitError):
         return None
 

@@ -217,7 +217,11 @@ json_values = st.recursive(
 @given(schemas, st.lists(json_values, min_size=1, max_size=8))
 def test_random_values_follow_jsonschema(schema: dict[str, Any], values: list[Any]) -> None:
     assume(typed(schema))
-    matcher = compile_or_skip(schema)
+    assert_follows_jsonschema(compile_or_skip(schema), schema, values)
+
+
+def assert_follows_jsonschema(matcher: Matcher, schema: Any, values: list[Any]) -> None:
+    """The matcher accepts each value exactly when ``jsonschema`` (formats asserted) does."""
     checker = jsonschema.Draft202012Validator(
         schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
     )

@@ -11,7 +11,10 @@
 //! asks the determinizer for it. A pattern whose full DFA would be enormous therefore serves masks
 //! as long as the states generation actually visits fit the `max_states` budget, and compiling a
 //! constraint costs one NFA construction rather than a full subset construction and minimization.
-//! [`TokenIndex::from_dfa`] takes an already complete (minimal) DFA instead.
+//! [`TokenIndex::from_dfa`] takes an already complete (minimal) DFA instead. A schema's
+//! automaton may be a pushdown one ([`TokenIndex::from_json_schema`] keeps recursion as calls):
+//! its states are configurations with a call stack, numbered as they are built like any other,
+//! so nothing below needs to know.
 //!
 //! Concurrency: the index is shared by every request using the constraint, possibly from many
 //! threads. Cached masks are read under a read lock. A walk over a complete automaton needs only a
@@ -32,9 +35,10 @@ use std::sync::{Arc, RwLock};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::bitmask::{Mask, TokenSet};
-use crate::dfa::determinize::Determinizer;
+use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
+use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
 use crate::slice::TokenTries;
@@ -54,6 +58,9 @@ pub struct IndexConfig {
     pub max_states: usize,
     /// Most NFA states the pattern may compile to.
     pub nfa_states: usize,
+    /// Most calls of recursive rules open at once, for a language with rules (a recursive JSON
+    /// Schema): deeper texts are not matched (see [`Determinizer::with_call_depth`]).
+    pub max_call_depth: u32,
 }
 
 impl Default for IndexConfig {
@@ -61,6 +68,7 @@ impl Default for IndexConfig {
         IndexConfig {
             max_states: 20_000,
             nfa_states: NfaConfig::default().max_states,
+            max_call_depth: DEFAULT_MAX_CALL_DEPTH,
         }
     }
 }
@@ -243,12 +251,47 @@ impl TokenIndex {
             },
             &dfa_config,
         )?;
-        let determinizer = Determinizer::new(nfa, Anchors::WHOLE_TEXT, config.max_states)?;
+        let determinizer = Determinizer::with_call_depth(
+            nfa,
+            Anchors::WHOLE_TEXT,
+            config.max_states,
+            config.max_call_depth,
+        )?;
         Ok(Self::with_machine(
             Machine::lazy(determinizer),
             vocab,
             tries,
         ))
+    }
+
+    /// An index over the JSON texts of `schema`'s instances, with the keywords ignored in
+    /// non-strict mode.
+    ///
+    /// Recursion stays recursion where it can ([`json_schema::json_schema_to_grammar`]): the
+    /// automaton follows `$ref` cycles with a call stack up to `config.max_call_depth` deep and
+    /// builds only the states a walk visits, so a schema whose unrolled language would be far
+    /// past the limits (content types that contain one another, say) costs what generation
+    /// visits. Where a recursive language must be bounded to stay exact (under `not`, say) the
+    /// schema is compiled with recursion unrolled `opts.max_recursion_depth` times instead, as
+    /// [`json_schema::json_schema_to_hir`] does.
+    pub fn from_json_schema(
+        schema: &serde_json::Value,
+        opts: &SchemaOptions,
+        vocab: Arc<Vocabulary>,
+        tries: Arc<TokenTries>,
+        config: &IndexConfig,
+    ) -> Result<(Self, Vec<String>)> {
+        let recursive = json_schema::json_schema_to_grammar(schema, opts).and_then(|c| {
+            let index = Self::from_hir(&c.hir, Arc::clone(&vocab), Arc::clone(&tries), config)?;
+            Ok((index, c.warnings))
+        });
+        match recursive {
+            Err(e) if json_schema::is_unrolling_needed(&e) => {
+                let c = json_schema::json_schema_to_hir(schema, opts)?;
+                Ok((Self::from_hir(&c.hir, vocab, tries, config)?, c.warnings))
+            }
+            other => other,
+        }
     }
 
     fn with_machine(machine: Machine, vocab: Arc<Vocabulary>, tries: Arc<TokenTries>) -> Self {

@@ -65,6 +65,16 @@
 //! Automata live as long as one construction, except those of pinned shared nodes
 //! ([`Hir::pinned`]): the schema compiler pins the languages it reuses across compilations (free
 //! values), and their automata are kept for the process, within each construction's state limit.
+//!
+//! Recursion has no Thompson construction either, but it has the next best thing: a call. A
+//! [`Hir::Grammar`] holds rules that name one another through [`Hir::Call`]; each rule's body is
+//! compiled once, as a fragment that ends in a [`State::Return`], and each call is one
+//! [`State::Call`] naming the rule and the state to come back to. The stack of return addresses
+//! is not the NFA's business: the subset construction carries it ([`crate::dfa::determinize`]).
+//! A shared node whose contents call a rule is not regular, so it cannot be determinized on its
+//! own; it becomes a rule as well, called rather than copied, which keeps the economy sharing was
+//! for. Intersections and complements need automata of their operands, so one whose operand calls
+//! a rule is refused with [`Error::Invalid`]; the schema compiler then unrolls the recursion.
 
 use crate::dfa::{product, Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};

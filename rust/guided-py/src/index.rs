@@ -28,6 +28,13 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
 /// schemas in `bench/schema.py`. At 200,000 a further 17 compile (member values of 140,000 to
 /// 180,000 states), each in at most a few seconds and under a GB.
 pub(crate) const SCHEMA_MAX_STATES: usize = 200_000;
+
+/// The NFA state budget of schema automata. A recursive schema's rules, and the shared languages
+/// that call them, are compiled as NFA fragments where other shared languages are DFAs embedded
+/// at one state each: the NFA then holds what those DFAs would have held, and large recursive
+/// schemas (Kubernetes custom resources with every field described) reach a million states.
+/// Four million is about 150 MB at worst.
+pub(crate) const SCHEMA_NFA_STATES: usize = 4_000_000;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use rayon::prelude::*;
@@ -96,29 +103,6 @@ impl PyTokenIndex {
             ));
         }
         Ok(s)
-    }
-    /// Indexes the HIR a schema compiled to.
-    pub(crate) fn from_schema_hir(
-        py: Python<'_>,
-        vocab: &Bound<'_, PyVocabulary>,
-        hir: regex::Hir,
-        schema: String,
-        options: Bound<'_, PyDict>,
-        max_states: usize,
-    ) -> PyResult<Self> {
-        let config = IndexConfig {
-            max_states,
-            ..IndexConfig::default()
-        };
-        Self::build(
-            py,
-            vocab,
-            Source::Schema {
-                schema,
-                options: options.unbind(),
-            },
-            move |v, tries| TokenIndex::from_hir(&hir, v, tries, &config),
-        )
     }
 }
 
@@ -203,16 +187,34 @@ impl PyTokenIndex {
             coerce_one_of,
             assert_formats,
         );
+        let config = IndexConfig {
+            max_states,
+            nfa_states: SCHEMA_NFA_STATES,
+            ..IndexConfig::default()
+        };
         let source = text.clone();
-        let compiled = guard_detached(py, move || {
-            json_schema::json_schema_to_hir(&json_schema::parse_schema(&source)?, &opts)
-        })?;
-        if !compiled.warnings.is_empty() {
-            facade
-                .getattr("warn_ignored")?
-                .call1((compiled.warnings.clone(),))?;
+        let warnings = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&warnings);
+        let index = Self::build(
+            py,
+            vocab,
+            Source::Schema {
+                schema: text,
+                options: recipe.unbind(),
+            },
+            move |v, tries| {
+                let schema = json_schema::parse_schema(&source)?;
+                let (index, ignored) =
+                    TokenIndex::from_json_schema(&schema, &opts, v, tries, &config)?;
+                *out.lock().unwrap_or_else(|e| e.into_inner()) = ignored;
+                Ok(index)
+            },
+        )?;
+        let ignored = std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner()));
+        if !ignored.is_empty() {
+            facade.getattr("warn_ignored")?.call1((ignored,))?;
         }
-        Self::from_schema_hir(py, vocab, compiled.hir, text, recipe, max_states)
+        Ok(index)
     }
 
     /// The start state.

@@ -27,6 +27,18 @@
 //! classes are also split wherever an embedded automaton's classes change, and the ids it meets
 //! above [`crate::nfa::EMBEDDED_BASE`], too many to index densely, are tracked in a hash set.
 //!
+//! Rules ([`crate::nfa::State::Call`]) make the NFA a pushdown automaton: one rule body serves
+//! every place that calls it, so a state alone no longer says where the input is. An element of a
+//! key is then a pair, the NFA state and the stack of return addresses it runs under, packed into
+//! one `u64` (`Entry`) with stacks interned as frames (`Stacks`) so that equal stacks are
+//! equal integers. A DFA state is thus a set of pushdown configurations, and since the stack can
+//! grow without end, so could the construction: calls open at once are bounded
+//! ([`Determinizer::with_call_depth`], 256 by default), and a text that needs deeper calls is not
+//! matched. Only the configurations the input reaches are ever built, which is what makes a
+//! recursive schema cheap lazily and impossible eagerly. Which configurations can still lead to a
+//! match now depends on the stack; `CallNeeds` answers that per state and per frame. Without
+//! rules every stack is the empty one and an entry is just the state's id.
+//!
 //! The cost of a state is the size of its closure times the classes its NFA states read, plus a
 //! hash lookup per distinct successor set. [`Determinizer`] refuses to create more than
 //! `max_states` states, checking before each one, so a pattern whose DFA explodes
@@ -35,7 +47,7 @@
 //! 20,000 such sets are gigabytes. So two more budgets, both scaled from `max_states` to keep one
 //! knob: the sets together may hold [`SET_ENTRIES_PER_STATE`] entries per allowed state
 //! (`dfa_state_sets`), and the closures together may visit [`CLOSURE_WORK_PER_STATE`] NFA states
-//! per allowed state (`dfa_closure_work`). At the default limit that is 80 MB of sets and a few
+//! per allowed state (`dfa_closure_work`). At the default limit that is 160 MB of sets and a few
 //! seconds of closures at worst; ordinary patterns use a tiny fraction of either.
 
 use super::{Anchors, ByteClasses, Raw};
@@ -128,12 +140,7 @@ impl Determinizer {
         max_states: usize,
         max_call_depth: u32,
     ) -> Result<Self> {
-        if !nfa.rules().is_empty()
-            && nfa
-                .states()
-                .iter()
-                .any(|s| matches!(s, State::Look { .. }))
-        {
+        if !nfa.rules().is_empty() && nfa.states().iter().any(|s| matches!(s, State::Look { .. })) {
             return Err(Error::Invalid(
                 "anchors in an expression with recursive rules".into(),
             ));
@@ -665,42 +672,12 @@ struct CallNeeds {
 impl CallNeeds {
     fn of(nfa: &Nfa, max_depth: u32) -> Self {
         let n = nfa.len();
-        let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
-        let mut embedded_preds: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
-        // Every call state, with the rule it calls and the state it returns to.
-        let mut calls: Vec<(StateId, u32, StateId)> = Vec::new();
-        for (q, state) in nfa.states().iter().enumerate() {
-            let q = q as StateId;
-            let mut add = |to: StateId| {
-                if to < EMBEDDED_BASE {
-                    if let Some(p) = preds.get_mut(to as usize) {
-                        p.push(q);
-                    }
-                } else {
-                    embedded_preds.entry(to).or_default().push(q);
-                }
-            };
-            match state {
-                State::ByteRange(t) => add(t.next),
-                State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
-                State::Epsilon(next) | State::Look { next, .. } => add(*next),
-                State::Union(alts) => alts.iter().for_each(|&a| add(a)),
-                State::Call { rule, next } => {
-                    calls.push((q, *rule, *next));
-                    if *next >= EMBEDDED_BASE {
-                        // Known as an entry, so that its need is kept like the others'.
-                        embedded_preds.entry(*next).or_default();
-                    }
-                }
-                State::Return | State::Match | State::Fail => {}
-            }
-        }
-        let mut entries_by_exit: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
-        for &v in embedded_preds.keys() {
-            if let Node::Embedded(e) = nfa.node(v) {
-                entries_by_exit.entry(e.at.exit).or_default().push(v);
-            }
-        }
+        let Reversed {
+            preds,
+            embedded_preds,
+            calls,
+            entries_by_exit,
+        } = Reversed::of(nfa);
         let mut needs = CallNeeds {
             max_depth,
             need: vec![NEVER; n],
@@ -751,7 +728,11 @@ impl CallNeeds {
                 // order, so the calls are looked at again until none is crossed.
                 for &(p, rule, next) in &calls {
                     let body = needs.need_of(nfa.rules()[rule as usize]);
-                    let budget = if nfa.is_counted(rule) { round.checked_sub(1) } else { Some(round) };
+                    let budget = if nfa.is_counted(rule) {
+                        round.checked_sub(1)
+                    } else {
+                        Some(round)
+                    };
                     if needs.need_of(next) != NEVER
                         && budget.is_some_and(|b| body <= b)
                         && needs.need_of(p) == NEVER
@@ -851,39 +832,78 @@ impl Stacks {
     }
 }
 
+/// The NFA's edges, reversed for the backward walks of liveness.
+struct Reversed {
+    /// Stored predecessors of each stored state.
+    preds: Vec<Vec<StateId>>,
+    /// Stored predecessors of the embedded ids stored states lead to (occurrences' starts); with
+    /// rules, also the embedded return addresses and rule starts, which no stored state enters.
+    embedded_preds: FxHashMap<StateId, Vec<StateId>>,
+    /// Every call state, with the rule it calls and the state it returns to.
+    calls: Vec<(StateId, u32, StateId)>,
+    /// Per exit, the embedded ids above whose facts follow from it.
+    entries_by_exit: FxHashMap<StateId, Vec<StateId>>,
+}
+
+impl Reversed {
+    fn of(nfa: &Nfa) -> Self {
+        let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); nfa.len()];
+        let mut embedded_preds: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
+        let mut calls = Vec::new();
+        for (q, state) in nfa.states().iter().enumerate() {
+            let q = q as StateId;
+            let mut add = |to: StateId| {
+                if to < EMBEDDED_BASE {
+                    if let Some(p) = preds.get_mut(to as usize) {
+                        p.push(q);
+                    }
+                } else {
+                    embedded_preds.entry(to).or_default().push(q);
+                }
+            };
+            match state {
+                State::ByteRange(t) => add(t.next),
+                State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
+                State::Epsilon(next) | State::Look { next, .. } => add(*next),
+                State::Union(alts) => alts.iter().for_each(|&a| add(a)),
+                State::Call { rule, next } => {
+                    calls.push((q, *rule, *next));
+                    if *next >= EMBEDDED_BASE {
+                        embedded_preds.entry(*next).or_default();
+                    }
+                }
+                State::Return | State::Match | State::Fail => {}
+            }
+        }
+        for &start in nfa.rules() {
+            if start >= EMBEDDED_BASE {
+                embedded_preds.entry(start).or_default();
+            }
+        }
+        let mut entries_by_exit: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
+        for &v in embedded_preds.keys() {
+            if let Node::Embedded(e) = nfa.node(v) {
+                entries_by_exit.entry(e.at.exit).or_default().push(v);
+            }
+        }
+        Reversed {
+            preds,
+            embedded_preds,
+            calls,
+            entries_by_exit,
+        }
+    }
+}
+
 /// The `reading` and `at_end` facts of every stored state (see [`Liveness`]).
 fn backward_facts(nfa: &Nfa) -> (Vec<bool>, Vec<bool>) {
     let n = nfa.len();
-    let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); n];
-    // Stored predecessors of the embedded ids stored states lead to (occurrences' starts).
-    let mut embedded_preds: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
-    for (q, state) in nfa.states().iter().enumerate() {
-        let q = q as StateId;
-        let mut add = |to: StateId| {
-            if to < EMBEDDED_BASE {
-                if let Some(p) = preds.get_mut(to as usize) {
-                    p.push(q);
-                }
-            } else {
-                embedded_preds.entry(to).or_default().push(q);
-            }
-        };
-        match state {
-            State::ByteRange(t) => add(t.next),
-            State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
-            State::Epsilon(next) | State::Look { next, .. } => add(*next),
-            State::Union(alts) => alts.iter().for_each(|&a| add(a)),
-            // Without rules there are no calls (with them, `CallNeeds` is used instead).
-            State::Call { .. } | State::Return | State::Match | State::Fail => {}
-        }
-    }
-    // Per exit, the entered embedded ids whose facts follow from it.
-    let mut entries_by_exit: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
-    for &v in embedded_preds.keys() {
-        if let Node::Embedded(e) = nfa.node(v) {
-            entries_by_exit.entry(e.at.exit).or_default().push(v);
-        }
-    }
+    let Reversed {
+        preds,
+        embedded_preds,
+        entries_by_exit,
+        ..
+    } = Reversed::of(nfa);
     let mut at_end = vec![false; n];
     let mut reading = vec![false; n];
     let mut embedded_facts: FxHashMap<StateId, (bool, bool)> = FxHashMap::default();
@@ -1210,8 +1230,17 @@ mod tests {
 
     #[test]
     fn rules_match_what_recursive_descent_accepts_within_the_call_depth() {
-        let nfa = Nfa::new(&nested_lists(), &NfaConfig::default(), &DfaConfig::default()).unwrap();
-        assert_eq!(nfa.rules().len(), 2, "the value rule and the shared item list");
+        let nfa = Nfa::new(
+            &nested_lists(),
+            &NfaConfig::default(),
+            &DfaConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            nfa.rules().len(),
+            2,
+            "the value rule and the shared item list"
+        );
         let alphabet = b"ab[],";
         for max_depth in [1u32, 2, 3, 4] {
             let mut d =
@@ -1224,7 +1253,12 @@ mod tests {
                 let mut next = Vec::new();
                 for (text, state) in &layer {
                     let want = nested_depth(text).is_some_and(|n| n <= max_depth);
-                    assert_eq!(d.is_accepting(*state), want, "{:?} at depth {max_depth}", text);
+                    assert_eq!(
+                        d.is_accepting(*state),
+                        want,
+                        "{:?} at depth {max_depth}",
+                        text
+                    );
                     if len == 8 {
                         continue;
                     }

@@ -316,7 +316,7 @@ impl<'a> Compiler<'a> {
             // Cover mode: exact for every item the array language can hold.
             let strict = ctx.strict.as_ref().map(|l| l.child_item(&self.doc));
             let mut ictx = ctx.child(flat, unconstrained, max_free, strict);
-            ictx.cover = Some(depth);
+            ictx.cover = Some(self.bounded_depth(depth, "contains")?);
             let yes = self.compile_loc(vec![Part::Schema(c.schema.clone())], &ictx)?;
             let no = self.compile_loc(vec![Part::Not(c.schema.clone())], &ictx)?;
             (yes.hir, no.hir)

@@ -29,6 +29,15 @@
 //! and the automaton layer builds each of them once. The expression the compiler returns is then a
 //! DAG whose size is its distinct nodes; spelled out as a pattern it can be far larger.
 //!
+//! In grammar mode ([`super::json_schema_to_grammar`]) recursion is not unrolled. A location whose
+//! key (its parts, free depth and cover depth) is met again below itself, while it is still being
+//! compiled, becomes a rule ([`Hir::Call`] inside [`Hir::Grammar`]); so does a free value, whose
+//! children are then free to the same depth and so repeat its key. The keys are finite, so every
+//! recursion meets an open location. What needs the depth of a language to stay exact (the cover
+//! of a complement, a member count by intersection) refuses a recursive one, and the caller
+//! compiles the schema unrolled instead. Locations under a strict layout are not memoized, so they
+//! unroll in either mode.
+//!
 //! Termination and size: every call counts against `max_work`, nesting against `max_nesting`, and a
 //! `$ref` already expanded `max_recursion_depth` times among a location's ancestors stops the
 //! unrolling there (the location then admits nothing, and a result that is empty only for that
@@ -158,6 +167,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cover: Option<u32>,
     /// The strict layout of this location, when one is in force.
     pub(crate) strict: Option<Rc<Loc<'a>>>,
+    /// In grammar mode: the children of a free value are free to the same depth, so that a free
+    /// value's child location repeats its parent's and becomes a call of it (the depth is then
+    /// the call depth's, not `max_free_depth`).
+    pub(crate) free_recurses: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -169,6 +182,7 @@ impl<'a> Ctx<'a> {
             free,
             cover: None,
             strict: None,
+            free_recurses: false,
         }
     }
 
@@ -190,13 +204,16 @@ impl<'a> Ctx<'a> {
         Ctx {
             nest: self.nest + 1,
             refs,
-            free: if unconstrained {
-                self.free.saturating_sub(1)
-            } else {
-                max_free
+            // Only a memoized child can repeat its parent's key: one under a strict layout
+            // nests down as without a grammar.
+            free: match (unconstrained, self.free_recurses && strict.is_none()) {
+                (true, true) => self.free,
+                (true, false) => self.free.saturating_sub(1),
+                (false, _) => max_free,
             },
             cover: self.cover.map(|r| r.saturating_sub(1)),
             strict: strict.map(Rc::new),
+            free_recurses: self.free_recurses,
         }
     }
 
@@ -267,18 +284,42 @@ pub(crate) struct Compiler<'a> {
     deepest: Cell<usize>,
     /// Whether compiled locations are reused (see [`Compiler::compile_loc`]).
     pub(crate) memoize: bool,
+    /// In grammar mode, the rules recursion became (see [`Compiler::compile_loc`]).
+    pub(crate) grammar: Option<Rules>,
+    /// Locations being compiled, each inside the one before.
+    open_locations: usize,
+}
+
+/// The rules of a grammar-mode compilation.
+#[derive(Default)]
+pub(crate) struct Rules {
+    /// The locations being compiled, with the rule a location below called it by, if any.
+    open: HashMap<LocKey, Option<u32>>,
+    /// Rule bodies by index (nothing until the location is compiled).
+    pub(crate) bodies: Vec<Hir>,
+}
+
+/// The depth of a language with recursive calls: unbounded. Large enough that nothing uses it
+/// by mistake ([`Compiler::bounded_depth`]), small enough that adding to it cannot overflow.
+const UNBOUNDED_DEPTH: u32 = u32::MAX / 4;
+
+/// The error of a grammar-mode compilation that needs the automaton, or the bounded depth, of a
+/// recursive language (a recursive value under `not`, `contains` with bounds, or a member count);
+/// the caller compiles with unrolled recursion instead.
+pub(crate) fn recursion_needs_automaton(what: &str) -> Error {
+    Error::Invalid(format!("recursive language under {what}"))
 }
 
 /// What makes two locations the same for [`Compiler::compile_loc`], apart from the `$ref` counts
 /// recorded in [`Memoized::deps`].
-#[derive(PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct LocKey {
     parts: Vec<PartKey>,
     free: u32,
     cover: Option<u32>,
 }
 
-#[derive(PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 enum PartKey {
     Schema(SchemaKey),
     Not(SchemaKey),
@@ -287,7 +328,7 @@ enum PartKey {
 }
 
 /// A schema by where it is and how it is read (its dynamic scope included, for `$dynamicRef`).
-#[derive(PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct SchemaKey {
     ptr: Rc<str>,
     base: Rc<str>,
@@ -297,11 +338,20 @@ struct SchemaKey {
 
 impl LocKey {
     fn new(parts: &[Part<'_>], ctx: &Ctx<'_>) -> LocKey {
+        // A `$dynamicRef` resolves in the outermost resource of its scope that has the anchor,
+        // so a base met again deeper in the scope decides nothing: keeping only the first
+        // occurrence of each makes the key of a recursion through several resources repeat.
         let schema = |s: &SchemaRef<'_>| SchemaKey {
             ptr: s.ptr.clone(),
             base: s.base.clone(),
             draft: s.draft,
-            scope: s.scope_bases(),
+            scope: {
+                let mut seen = HashSet::new();
+                s.scope_bases()
+                    .into_iter()
+                    .filter(|b| seen.insert(b.clone()))
+                    .collect()
+            },
         };
         LocKey {
             parts: parts
@@ -367,7 +417,18 @@ impl<'a> Compiler<'a> {
             consulted: Vec::new(),
             deepest: Cell::new(0),
             memoize: true,
+            grammar: None,
+            open_locations: 0,
         }
+    }
+
+    /// `depth`, unless it is the depth of a recursive language: exactness then needs a bound the
+    /// language does not have, and the compilation falls back to unrolled recursion.
+    pub(crate) fn bounded_depth(&self, depth: u32, what: &str) -> Result<u32> {
+        if depth >= UNBOUNDED_DEPTH {
+            return Err(recursion_needs_automaton(what));
+        }
+        Ok(depth)
     }
 
     /// Puts `h` behind a shared node, to be determinized and minimized on its own before the
@@ -487,7 +548,30 @@ impl<'a> Compiler<'a> {
     /// below were already expanded among the ancestors: every such count consulted while compiling
     /// a location is recorded, and the entry is reused only where all of them are the same. A
     /// location under a strict layout (inside a branching compiled on its own) is not memoized.
+    ///
+    /// In grammar mode, `$ref`s are not counted: a location met again below itself, with the same
+    /// key, becomes a rule, and the inner occurrence a call of it ([`Hir::Call`]). The language
+    /// of the location is then that call too, so that the rule's body is held once; what it
+    /// depends on is the key alone, so memoized entries carry no `$ref` counts.
     pub(crate) fn compile_loc(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
+        // Locations nest in the text (`max_nesting` checks that) but also at one place: a `not`
+        // or `if` compiles its schema at the location it stands at, and one that refers back
+        // to itself through them (`{"if": {"$ref": "#"}}`) would never stop.
+        let max_open = self.opts.max_nesting.saturating_mul(2);
+        if self.open_locations >= max_open {
+            return Err(Error::size_limit(
+                "max_nesting (locations compiled inside one another)",
+                self.open_locations + 1,
+                max_open,
+            ));
+        }
+        self.open_locations += 1;
+        let result = self.compile_open_loc(parts, ctx);
+        self.open_locations -= 1;
+        result
+    }
+
+    fn compile_open_loc(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
         self.work += 1;
         if self.work > self.opts.max_work {
             return Err(Error::size_limit("max_work", self.work, self.opts.max_work));
@@ -508,6 +592,20 @@ impl<'a> Compiler<'a> {
             self.charge(&lang.hir)?;
             return Ok(lang);
         }
+        if let (Some(rules), Some(key)) = (self.grammar.as_mut(), key.as_ref()) {
+            if let Some(slot) = rules.open.get_mut(key) {
+                let index = *slot.get_or_insert_with(|| {
+                    rules.bodies.push(Hir::nothing());
+                    (rules.bodies.len() - 1) as u32
+                });
+                // A JSON value is never empty, and the body is checked to agree when done.
+                return Ok(Lang {
+                    hir: Hir::call(index, false),
+                    depth: UNBOUNDED_DEPTH,
+                });
+            }
+            rules.open.insert(key.clone(), None);
+        }
         self.consulted.push(HashSet::new());
         let outer_truncated = std::mem::replace(&mut self.truncated, false);
         let outer_deepest = self.deepest.replace(ctx.nest);
@@ -520,7 +618,21 @@ impl<'a> Compiler<'a> {
         if let Some(top) = self.consulted.last_mut() {
             top.extend(consulted.iter().cloned());
         }
-        let lang = result?;
+        let closed = match (self.grammar.as_mut(), key.as_ref()) {
+            (Some(rules), Some(k)) => rules.open.remove(k).flatten(),
+            _ => None,
+        };
+        let mut lang = result?;
+        if let Some(index) = closed {
+            if lang.hir.nullable() {
+                return Err(self.internal("a recursive location matches the empty text"));
+            }
+            let body = std::mem::replace(&mut lang.hir, Hir::call(index, false));
+            if let Some(rules) = self.grammar.as_mut() {
+                rules.bodies[index as usize] = body;
+            }
+            lang.depth = UNBOUNDED_DEPTH;
+        }
         if let Some(key) = key {
             let deps = consulted
                 .into_iter()
@@ -568,7 +680,13 @@ impl<'a> Compiler<'a> {
             if let Some(lang) = self.free_values.get(&key) {
                 return Ok(lang.clone());
             }
-            if let Some(lang) = self.process_free_value(key) {
+            // A grammar's free value calls its own rules: it is this compilation's alone.
+            let kept = if self.grammar.is_none() {
+                self.process_free_value(key)
+            } else {
+                None
+            };
+            if let Some(lang) = kept {
                 self.charge(&lang.hir)?;
                 self.free_values.insert(key, lang.clone());
                 return Ok(lang);
@@ -580,9 +698,12 @@ impl<'a> Compiler<'a> {
         // the limit, is refused while its members are built, not after).
         self.charge(&lang.hir)?;
         if free {
-            lang.hir = self.barrier(lang.hir).pinned();
+            lang.hir = self.barrier(lang.hir);
+            if self.grammar.is_none() {
+                lang.hir = lang.hir.pinned();
+                self.keep_free_value(key, &lang);
+            }
             self.free_values.insert(key, lang.clone());
-            self.keep_free_value(key, &lang);
         }
         Ok(lang)
     }
@@ -635,8 +756,10 @@ impl<'a> Compiler<'a> {
         queue: &mut VecDeque<Part<'a>>,
     ) -> bool {
         // Outside cover mode the ancestors' count decides; the memo of locations records that
-        // it was consulted (see `compile_loc`).
-        if ctx.cover.is_none() {
+        // it was consulted (see `compile_loc`). In grammar mode recursion becomes calls
+        // instead, except under a strict layout, where locations are not memoized and so never
+        // meet an open one.
+        if ctx.cover.is_none() && (self.grammar.is_none() || ctx.strict.is_some()) {
             if let Some(top) = self.consulted.last_mut() {
                 top.insert(target.ptr.clone());
             }
@@ -924,7 +1047,7 @@ impl<'a> Compiler<'a> {
         if pos.hir.is_nothing() {
             return Ok(pos);
         }
-        let cover = ctx.covering(pos.depth);
+        let cover = ctx.covering(self.bounded_depth(pos.depth, "not")?);
         let mut negs = Vec::new();
         for n in residual {
             negs.push(self.compile_loc(vec![Part::Schema(n)], &cover)?.hir);
@@ -1186,6 +1309,9 @@ impl<'a> Compiler<'a> {
         };
         let mut alts = Vec::new();
         let mut depth = 0;
+        if rest.as_ref().is_some_and(Hir::has_calls) {
+            return Err(recursion_needs_automaton("enum"));
+        }
         for v in typed {
             if let Some(r) = &rest {
                 if !super::matcher::matches(r, &self.canonical(v, &loc)) {

@@ -8,6 +8,13 @@
 //! items over an infinite domain) the language is bounded and the bound is documented and
 //! configurable; it never admits an invalid document.
 //!
+//! A token index does not need a regular language, only the states a generation visits, so for it
+//! [`json_schema_to_grammar`] keeps recursion as recursion: a `$ref` cycle becomes a rule that
+//! calls itself, and so does a free value, and the automaton follows the calls with a stack. The
+//! bound is then the stack's depth (256 calls), not an unrolling, and the expression stays the size
+//! of the schema instead of growing with every level unrolled. `json_schema_to_regex` and the
+//! eager DFA keep the regular, unrolled form.
+//!
 //! # What a text looks like
 //!
 //! Compact JSON with the whitespace policy between tokens (default `[ ]?`, so both
@@ -168,18 +175,54 @@ fn whitespace(opts: &SchemaOptions) -> Result<Hir> {
 /// name and the pointer of the schema holding it), [`Error::SizeLimit`] when a configured limit is
 /// reached, [`Error::RegexSyntax`] for a malformed `whitespace` pattern.
 pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compiled> {
-    compile_schema(schema, opts, true)
+    compile_schema(schema, opts, true, false)
+}
+
+/// [`json_schema_to_hir`] with recursion kept as recursion: a `$ref` that leads back to a
+/// location being compiled becomes a call of a rule ([`Hir::Call`] inside a [`Hir::Grammar`]),
+/// instead of being unrolled `max_recursion_depth` times. The language is then not regular and
+/// has no pattern; the automaton layer follows the calls with a stack, as deep as its call depth
+/// allows (see [`crate::dfa::Determinizer::with_call_depth`]), and builds only the states a walk
+/// visits. A schema without recursion compiles as [`json_schema_to_hir`] compiles it.
+///
+/// Recursion under a keyword that needs the automaton or the depth of its operand (`not`,
+/// `contains` with bounds, `minProperties`/`maxProperties` counted by intersection, an `enum`
+/// checked against the other keywords) cannot stay recursive; that is an [`Error::Invalid`]
+/// ([`is_unrolling_needed`]), and the caller compiles with [`json_schema_to_hir`] instead.
+pub fn json_schema_to_grammar(schema: &Value, opts: &SchemaOptions) -> Result<Compiled> {
+    compile_schema(schema, opts, true, true)
+}
+
+/// Whether an error from a grammar (from [`json_schema_to_grammar`] or the automaton layer)
+/// means that the schema must be compiled with unrolled recursion instead.
+pub fn is_unrolling_needed(e: &Error) -> bool {
+    matches!(e, Error::Invalid(_))
 }
 
 /// [`json_schema_to_hir`], with the memo of compiled locations on or off (off only in tests, as
-/// the oracle the memo is checked against).
-fn compile_schema(schema: &Value, opts: &SchemaOptions, memoize: bool) -> Result<Compiled> {
+/// the oracle the memo is checked against), and recursion unrolled or kept as calls.
+fn compile_schema(
+    schema: &Value,
+    opts: &SchemaOptions,
+    memoize: bool,
+    grammar: bool,
+) -> Result<Compiled> {
     let ws = whitespace(opts)?;
     let mut c = Compiler::new(schema, opts, ws);
     c.memoize = memoize;
+    if grammar {
+        c.grammar = Some(Default::default());
+    }
     let root = c.doc.root();
-    let ctx = Ctx::root(opts.max_free_depth as u32);
-    let lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
+    let mut ctx = Ctx::root(opts.max_free_depth as u32);
+    ctx.free_recurses = grammar;
+    let mut lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
+    if let Some(rules) = c.grammar.take() {
+        lang.hir = Hir::grammar(lang.hir, rules.bodies);
+        if lang.hir.anchors() != (false, false) {
+            return Err(compile::recursion_needs_automaton("an anchored pattern"));
+        }
+    }
     if lang.hir.is_nothing() && c.truncated {
         return Err(Error::size_limit(
             "max_recursion_depth",

@@ -268,6 +268,7 @@ impl<'a> Compiler<'a> {
         let hir = if count_free || extra_bounds.is_some() {
             object
         } else {
+            let depth = self.bounded_depth(depth, "minProperties/maxProperties")?;
             Hir::intersection([object, count_language(min, max, depth)])
         };
         Ok(Lang {

@@ -414,8 +414,8 @@ fn memoized_locations_compile_to_the_language_of_a_plain_walk() {
                 max_free_depth: 1,
                 ..SchemaOptions::default()
             };
-            let memo = super::compile_schema(schema, &opts, true);
-            let plain = super::compile_schema(schema, &opts, false);
+            let memo = super::compile_schema(schema, &opts, true, false);
+            let plain = super::compile_schema(schema, &opts, false, false);
             match (memo, plain) {
                 (Ok(m), Ok(p)) => assert!(same_language(&m.hir, &p.hir), "{schema} at {depth}"),
                 (Err(m), Err(p)) => assert_eq!(m.to_string(), p.to_string(), "{schema}"),
@@ -567,4 +567,100 @@ fn free_values_and_their_automata_are_built_once_per_process() {
     // The language is unchanged by the sharing.
     assert!(matches(&a, r#"{"a":{"b":[1,{"c":null}]}}"#));
     assert!(!matches(&a, r#"{"a":{"b":[1,{"c":null}]}"#));
+}
+
+/// Whether the lazy automaton of `hir` (a grammar or not) accepts `text`.
+fn lazy_accepts(hir: &crate::regex::Hir, text: &str) -> bool {
+    use crate::dfa::{Anchors, Determinizer, DfaConfig};
+    use crate::nfa::{Nfa, NfaConfig};
+    let nfa = Nfa::new(hir, &NfaConfig::default(), &DfaConfig::default()).expect("nfa");
+    let mut d = Determinizer::new(nfa, Anchors::WHOLE_TEXT, 100_000).expect("determinizer");
+    let (mut state, mut row) = (1, Vec::new());
+    for b in text.bytes() {
+        d.next_row(state, &mut row).expect("row");
+        state = row[d.classes().get(b) as usize];
+    }
+    d.is_accepting(state)
+}
+
+#[test]
+fn grammar_mode_keeps_recursion_as_calls() {
+    use super::{is_unrolling_needed, json_schema_to_grammar};
+    use crate::regex::Hir;
+    let tree = json!({
+        "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
+        "$ref": "#/$defs/node"
+    });
+    let opts = SchemaOptions::default();
+    let g = json_schema_to_grammar(&tree, &opts).unwrap();
+    assert!(matches!(&g.hir, Hir::Grammar(r) if !r.rules().is_empty()));
+    let mut deep = r#"{"v":0}"#.to_string();
+    for i in 1..30 {
+        deep = format!(r#"{{"v":{i},"kids":[{deep},{{"v":-1}}]}}"#);
+    }
+    assert!(lazy_accepts(&g.hir, &deep));
+    assert!(!lazy_accepts(
+        &g.hir,
+        &deep.replace(r#""v":-1"#, r#""v":"x""#)
+    ));
+    assert!(!lazy_accepts(&g.hir, &deep[..deep.len() - 1]));
+    // The unrolled form stops at max_recursion_depth.
+    let unrolled = json_schema_to_hir(&tree, &opts).unwrap();
+    assert!(!lazy_accepts(&unrolled.hir, &deep));
+
+    // Free values are a rule that calls itself: as deep as the call stack, not max_free_depth.
+    let free = json_schema_to_grammar(&json!({}), &opts).unwrap();
+    assert!(matches!(&free.hir, Hir::Grammar(_)));
+    let nested = format!("{}1{}", "[{\"a\":".repeat(40), "}]".repeat(40));
+    assert!(lazy_accepts(&free.hir, &nested));
+    assert!(!lazy_accepts(
+        &json_schema_to_hir(&json!({}), &opts).unwrap().hir,
+        &nested
+    ));
+
+    // A schema without recursion or free values compiles as the regular form does.
+    let flat = json!({"type": "array", "items": {"type": "integer"}});
+    assert!(!matches!(
+        json_schema_to_grammar(&flat, &opts).unwrap().hir,
+        Hir::Grammar(_)
+    ));
+
+    // Under a `not` the layout is strict and locations are not memoized: recursion unrolls.
+    let negated = json!({
+        "$defs": {"list": {"type": "array", "items": {"$ref": "#/$defs/list"}}},
+        "allOf": [{"$ref": "#/$defs/list"}, {"not": {"type": "array", "maxItems": 0}}]
+    });
+    let g = json_schema_to_grammar(&negated, &opts).unwrap();
+    assert!(!matches!(g.hir, Hir::Grammar(_)));
+    assert!(same_language(
+        &g.hir,
+        &json_schema_to_hir(&negated, &opts).unwrap().hir
+    ));
+    // A member count of a recursive object needs its depth: the caller unrolls instead.
+    let counted = json!({
+        "$defs": {"t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}}, "maxProperties": 1}},
+        "$ref": "#/$defs/t"
+    });
+    let e = json_schema_to_grammar(&counted, &opts).unwrap_err();
+    assert!(is_unrolling_needed(&e), "{e}");
+    assert!(json_schema_to_hir(&counted, &opts).is_ok());
+}
+
+#[test]
+fn a_reference_loop_through_if_is_refused_not_followed_forever() {
+    use super::json_schema_to_grammar;
+    let schema = json!({
+        "$defs": {"node": {"if": {"$ref": "#/$defs/node"}, "then": {"type": "null"}, "else": {"type": "number"}}},
+        "$ref": "#/$defs/node"
+    });
+    let opts = SchemaOptions::default();
+    for e in [
+        json_schema_to_hir(&schema, &opts).unwrap_err(),
+        json_schema_to_grammar(&schema, &opts).unwrap_err(),
+    ] {
+        assert!(
+            matches!(e, Error::SizeLimit { ref limit, .. } if limit.starts_with("max_nesting")),
+            "{e}"
+        );
+    }
 }

@@ -28,6 +28,14 @@
 //! larger. [`Hir::Automaton`] carries such a language as a minimized byte [`Dfa`], which the NFA
 //! embeds as it is; only printing has to turn it into an expression, and printing may refuse.
 //!
+//! Recursion is not regular at all, but a token index does not need the whole automaton, only
+//! the states a generation visits, and those a pushdown automaton can enumerate as well as a
+//! finite one. [`Hir::Grammar`] holds rules that name one another by index through [`Hir::Call`]
+//! (indices, not pointers, so that a recursive language is still a finite tree of values with
+//! equality and hashing); it is only ever the root of an expression, and the NFA layer compiles
+//! each rule once and follows calls with a stack. A call's emptiness is carried by the call
+//! ([`Call::nullable`]), since computing it would recurse.
+//!
 //! [`Hir`] implements `Display`, printing a pattern in the crate's own dialect that parses back to
 //! an equivalent HIR. Patterns without intersection or complement print in the subset Python's `re`
 //! also reads, so the text the schema compiler hands out is useful to other engines too.
@@ -651,12 +659,13 @@ impl Hir {
             Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Automaton(_) | Hir::Call(_) => {
                 (false, false)
             }
-            Hir::Grammar(g) => std::iter::once(&*g.start)
-                .chain(g.rules.iter())
-                .fold((false, false), |(s, e), h| {
+            Hir::Grammar(g) => std::iter::once(&*g.start).chain(g.rules.iter()).fold(
+                (false, false),
+                |(s, e), h| {
                     let (hs, he) = h.anchors();
                     (s || hs, e || he)
-                }),
+                },
+            ),
             Hir::Repeat { sub, .. } | Hir::Complement(sub) => sub.anchors(),
             Hir::Concat(c) | Hir::Alternation(c) | Hir::Intersection(c) => {
                 c.iter().fold((false, false), |(s, e), h| {
