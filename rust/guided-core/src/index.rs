@@ -167,7 +167,12 @@ impl Machine {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.table.capacity() * 4 + self.accepting.capacity() * 2
+        self.table.capacity() * 4
+            + self.accepting.capacity() * 2
+            + self
+                .determinizer
+                .as_ref()
+                .map_or(0, Determinizer::memory_bytes)
     }
 }
 
@@ -731,6 +736,27 @@ mod tests {
         }
         let idx = index("a(?:b$|b^c)", &v, true);
         assert_eq!(idx.mask(1).unwrap().ids(), vec![0, 2]);
+    }
+
+    #[test]
+    fn a_lazy_index_counts_the_automaton_it_is_still_building() {
+        // Caches evict by `memory_bytes`: the NFA and the state sets of a lazy index are part of
+        // what it holds, and they grow as states are visited.
+        let v = vocab(&["a", "b", "ab"], 3);
+        let pattern = "(?:a|b)*a(?:a|b){12}";
+        let lazy = index(pattern, &v, true);
+        let nfa_bytes = read(&lazy.machine)
+            .determinizer
+            .as_ref()
+            .map(|d| d.nfa().memory_bytes())
+            .unwrap();
+        let before = lazy.memory_bytes();
+        assert!(before > lazy.tries.memory_bytes() + nfa_bytes);
+        let mut state = lazy.initial_state();
+        for _ in 0..12 {
+            state = lazy.next_state(state, 2).unwrap();
+        }
+        assert!(lazy.memory_bytes() > before);
     }
 
     #[test]

@@ -491,6 +491,19 @@ impl Determinizer {
     pub fn closure_work(&self) -> usize {
         self.work
     }
+
+    /// Heap bytes held, approximately: the NFA, the states' keys (each held once, by the list
+    /// and the map together), the successor memo and the call stacks. A lazy index holds all of
+    /// it for as long as it may still grow.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let keys = self.sets.iter().map(|k| k.len()).sum::<usize>() * size_of::<Entry>();
+        let slots = self.sets.capacity() * size_of::<Arc<[Entry]>>()
+            + self.ids.capacity() * (size_of::<Arc<[Entry]>>() + size_of::<u32>());
+        let stacks = self.stacks.frames.capacity() * size_of::<(u32, StateId, u32)>()
+            + self.stacks.ids.capacity() * (size_of::<(u32, StateId)>() + size_of::<u32>());
+        self.nfa.memory_bytes() + keys + slots + stacks + self.seen.capacity_bytes()
+    }
 }
 
 /// Runs the subset construction to completion: every state reachable from the start.
@@ -545,6 +558,10 @@ impl SparseSet {
 
     fn clear(&mut self) {
         self.dense.clear();
+    }
+
+    fn capacity_bytes(&self) -> usize {
+        (self.dense.capacity() + self.sparse.capacity()) * std::mem::size_of::<u32>()
     }
 
     fn len(&self) -> usize {
