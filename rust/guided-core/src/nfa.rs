@@ -120,6 +120,10 @@ fn recursion_in_automaton() -> Error {
     Error::Invalid("a recursive rule inside an intersection or complement".into())
 }
 
+fn rule_outside_grammar(index: u32) -> Error {
+    Error::Invalid(format!("call of rule {index} outside its grammar"))
+}
+
 /// Index of a state in an [`Nfa`].
 pub type StateId = u32;
 
@@ -361,7 +365,18 @@ impl Nfa {
         b.patch(frag.end, m);
         // Rule bodies last, one at a time, so that deep recursion costs no native stack.
         while let Some((index, body)) = b.pending_rules.pop() {
-            let f = b.compile(&body)?;
+            let f = match body {
+                RuleBody::Shared(s) => b.compile(s.hir())?,
+                RuleBody::Grammar(i) => {
+                    // The grammar is held by reference; its rules are compiled where they lie.
+                    let g = b.grammar.clone().ok_or_else(|| rule_outside_grammar(i))?;
+                    let rule = g
+                        .rules()
+                        .get(i as usize)
+                        .ok_or_else(|| rule_outside_grammar(i))?;
+                    b.compile(rule)?
+                }
+            };
             let ret = b.add(State::Return)?;
             b.patch(f.end, ret);
             b.rules[index as usize] = f.start;
@@ -499,9 +514,18 @@ struct Builder {
     /// Rule index by what it stands for.
     rule_ids: FxHashMap<RuleSource, u32>,
     /// Rules met but not yet compiled, with their bodies.
-    pending_rules: Vec<(u32, Hir)>,
+    pending_rules: Vec<(u32, RuleBody)>,
     /// Whether a shared node's contents call a rule, by node id.
     calls: FxHashMap<u64, bool>,
+}
+
+/// Where a rule's body is, to be compiled later: named, not copied.
+#[derive(Clone, Debug)]
+enum RuleBody {
+    /// Rule `i` of the grammar being compiled.
+    Grammar(u32),
+    /// The contents of a shared node.
+    Shared(Shared),
 }
 
 /// What an NFA rule is the body of.
@@ -601,7 +625,9 @@ impl Builder {
                 })
             }
             Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
-            Hir::Shared(s) if self.shared_calls(s) => self.call(RuleSource::Shared(s.id()), hir),
+            Hir::Shared(s) if self.shared_calls(s) => {
+                self.call(RuleSource::Shared(s.id()), || RuleBody::Shared(s.clone()))
+            }
             Hir::Intersection(_) | Hir::Complement(_) if self.grammar.is_some() => {
                 if hir.has_calls() {
                     return Err(recursion_in_automaton());
@@ -611,15 +637,14 @@ impl Builder {
             Hir::Intersection(_) | Hir::Complement(_) | Hir::Shared(_) => self.boolean(hir),
             Hir::Automaton(a) => self.embed_from(a.dfa(), a.state()),
             Hir::Call(c) => {
-                let body = self
+                let known = self
                     .grammar
                     .as_ref()
-                    .and_then(|g| g.rules().get(c.index as usize))
-                    .cloned()
-                    .ok_or_else(|| {
-                        Error::Invalid(format!("call of rule {} outside its grammar", c.index))
-                    })?;
-                self.call(RuleSource::Grammar(c.index), &body)
+                    .is_some_and(|g| (c.index as usize) < g.rules().len());
+                if !known {
+                    return Err(rule_outside_grammar(c.index));
+                }
+                self.call(RuleSource::Grammar(c.index), || RuleBody::Grammar(c.index))
             }
             Hir::Grammar(g) => {
                 if self.grammar.is_some() {
@@ -631,19 +656,15 @@ impl Builder {
         }
     }
 
-    /// A call of the rule `source` stands for, whose body is `body` (compiled once, later).
-    fn call(&mut self, source: RuleSource, body: &Hir) -> Result<Frag> {
+    /// A call of the rule `source` stands for, whose body (compiled once, later) is `body`.
+    fn call(&mut self, source: RuleSource, body: impl FnOnce() -> RuleBody) -> Result<Frag> {
         let rule = match self.rule_ids.get(&source) {
             Some(&r) => r,
             None => {
                 let r = self.rules.len() as u32;
                 self.rules.push(PENDING);
                 self.rule_ids.insert(source, r);
-                let body = match (source, body) {
-                    (RuleSource::Shared(_), Hir::Shared(s)) => s.hir().clone(),
-                    _ => body.clone(),
-                };
-                self.pending_rules.push((r, body));
+                self.pending_rules.push((r, body()));
                 r
             }
         };

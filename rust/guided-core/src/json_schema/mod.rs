@@ -218,10 +218,8 @@ fn compile_schema(
     ctx.free_recurses = grammar;
     let mut lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
     if let Some(rules) = c.grammar.take() {
+        // Anchors and rules do not mix; the automaton layer refuses them, and the caller unrolls.
         lang.hir = Hir::grammar(lang.hir, rules.bodies);
-        if lang.hir.anchors() != (false, false) {
-            return Err(compile::recursion_needs_automaton("an anchored pattern"));
-        }
     }
     if lang.hir.is_nothing() && c.truncated {
         return Err(Error::size_limit(
