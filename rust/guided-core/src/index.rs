@@ -22,8 +22,11 @@
 //! under the write lock. Growth is monotone, so once the visited part of the automaton is built,
 //! everything runs in parallel.
 //!
-//! States that loop on every printable character (inside a JSON string, under `.*`) take their
-//! mask mostly from a precomputed [slice](crate::slice) and walk only the tokens outside it.
+//! States that read every printable character alike (inside a JSON string, under `.*`, inside a
+//! string with `maxLength`) take their mask mostly from a precomputed [slice](crate::slice) and
+//! walk only the tokens outside it. Where a slice's characters lead from each state is
+//! remembered, so the states of a counted string (`maxLength: 40` is forty of them) share the
+//! work of finding how many characters each may still take.
 //!
 //! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
@@ -41,7 +44,7 @@ use crate::error::{Error, Result};
 use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
-use crate::slice::TokenTries;
+use crate::slice::{Advance, TokenTries, DENSE_CHARS};
 use crate::vocab::Vocabulary;
 
 /// The dead state: nothing can follow.
@@ -222,11 +225,62 @@ impl MaskCache {
     }
 }
 
+/// [`Slice::advance`](crate::slice::Slice::advance) of each state, per slice, as far as asked.
+#[derive(Debug, Default)]
+struct SliceMoves {
+    /// `to[slice][state]`: the state the slice's characters lead to, or one of the markers.
+    to: Vec<Vec<u32>>,
+}
+
+/// Marks a state whose move on a slice is not known yet.
+const MOVE_UNKNOWN: u32 = u32::MAX;
+/// Marks a state that the slice's characters lead to different states.
+const MOVE_MIXED: u32 = u32::MAX - 1;
+
+impl SliceMoves {
+    fn get(&self, slice: usize, state: u32) -> Option<Advance> {
+        match *self.to.get(slice)?.get(state as usize)? {
+            MOVE_UNKNOWN => None,
+            MOVE_MIXED => Some(Advance::Mixed),
+            t => Some(Advance::To(t)),
+        }
+    }
+
+    fn set(&mut self, slice: usize, state: u32, advance: Advance) {
+        if self.to.len() <= slice {
+            self.to.resize_with(slice + 1, Vec::new);
+        }
+        let row = &mut self.to[slice];
+        if row.len() <= state as usize {
+            row.resize(state as usize + 1, MOVE_UNKNOWN);
+        }
+        row[state as usize] = match advance {
+            Advance::Mixed => MOVE_MIXED,
+            Advance::To(t) => t,
+        };
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.to.iter().map(|row| row.capacity() * 4).sum()
+    }
+}
+
+/// How a state's mask uses a slice: the members of at most `chars` characters come from it in
+/// one union, and the rest of the vocabulary from a walk of its trie; with `walk_long`, the
+/// members longer than [`DENSE_CHARS`] are walked one by one.
+#[derive(Debug, Clone, Copy)]
+struct SliceFit {
+    slice: usize,
+    chars: usize,
+    walk_long: bool,
+}
+
 /// Which tokens may follow each automaton state, over one vocabulary.
 #[derive(Debug)]
 pub struct TokenIndex {
     machine: RwLock<Machine>,
     masks: RwLock<MaskCache>,
+    moves: RwLock<SliceMoves>,
     vocab: Arc<Vocabulary>,
     tries: Arc<TokenTries>,
     eos: Vec<u32>,
@@ -249,7 +303,7 @@ impl TokenIndex {
         let dfa_config = DfaConfig {
             max_states: config.max_states,
         };
-        let nfa = Nfa::new(
+        let nfa = Nfa::for_lazy(
             hir,
             &NfaConfig {
                 max_states: config.nfa_states,
@@ -308,6 +362,7 @@ impl TokenIndex {
         TokenIndex {
             machine: RwLock::new(machine),
             masks: RwLock::new(MaskCache::default()),
+            moves: RwLock::new(SliceMoves::default()),
             vocab,
             tries,
             eos,
@@ -494,10 +549,15 @@ impl TokenIndex {
                 set.insert(e);
             }
         }
+        let fit = if use_slices {
+            self.slice_fit(state)?
+        } else {
+            None
+        };
         {
             let m = read(&self.machine);
             if m.is_complete() {
-                self.walk(state, use_slices, |s, b| m.step(s, b), &mut set, &mut visit);
+                self.walk(state, fit, |s, b| m.step(s, b), &mut set, &mut visit);
                 return Ok(set);
             }
             // Most walks on a growing automaton only meet rows that already exist: try under the
@@ -512,7 +572,7 @@ impl TokenIndex {
                 }
                 m.step(s, b)
             };
-            self.walk(state, use_slices, step, &mut attempt, &mut |id, next| {
+            self.walk(state, fit, step, &mut attempt, &mut |id, next| {
                 seen.push((id, next))
             });
             if !missing {
@@ -537,7 +597,7 @@ impl TokenIndex {
                 }
             }
         };
-        self.walk(state, use_slices, step, &mut set, &mut visit);
+        self.walk(state, fit, step, &mut set, &mut visit);
         match failure {
             Some(e) => Err(e),
             None => Ok(set),
@@ -547,27 +607,126 @@ impl TokenIndex {
     fn walk(
         &self,
         state: u32,
-        use_slices: bool,
+        fit: Option<SliceFit>,
         mut step: impl FnMut(u32, u8) -> u32,
         set: &mut TokenSet,
         visit: &mut impl FnMut(u32, u32),
     ) {
         let mut trie = self.tries.full();
-        if use_slices {
-            if let Some(slice) = self
-                .tries
-                .slices()
-                .iter()
-                .find(|slice| slice.loops_on(state, DEAD, &mut step))
-            {
-                set.union_with(slice.members());
-                trie = slice.rest();
+        if let Some(fit) = fit {
+            let slice = &self.tries.slices()[fit.slice];
+            slice.add_members_within(fit.chars, set);
+            if fit.walk_long {
+                for id in slice.long_members() {
+                    let Some(bytes) = self.vocab.token_bytes(id) else {
+                        continue;
+                    };
+                    let mut s = state;
+                    for &b in bytes {
+                        s = step(s, b);
+                        if s == DEAD {
+                            break;
+                        }
+                    }
+                    if s != DEAD {
+                        set.insert(id);
+                        visit(id, s);
+                    }
+                }
             }
+            trie = slice.rest();
         }
         trie.walk(state, DEAD, step, |id, next| {
             set.insert(id);
             visit(id, next);
         });
+    }
+
+    /// The first slice whose characters `state` reads alike all the way (see [`crate::slice`]),
+    /// with how many of them it may take: the chain of states they lead through is followed
+    /// until it dies, comes back on itself, or outlasts the slice's longest member. A chain on
+    /// which the characters part ways leaves the slice out.
+    ///
+    /// The chain is followed [`DENSE_CHARS`] steps at most: every step builds a state and the
+    /// states inside its multi-byte characters, and a string with `maxLength: 300` would
+    /// otherwise build them all for its first mask. The few longer members are walked instead.
+    fn slice_fit(&self, state: u32) -> Result<Option<SliceFit>> {
+        'slices: for (i, slice) in self.tries.slices().iter().enumerate() {
+            let mut chain = vec![state];
+            let steps = slice.max_chars().min(DENSE_CHARS);
+            while chain.len() <= steps {
+                let last = chain[chain.len() - 1];
+                match self.slice_move(i, last)? {
+                    Advance::Mixed => continue 'slices,
+                    Advance::To(DEAD) => {
+                        let chars = chain.len() - 1;
+                        let walk_long = false;
+                        return Ok(Some(SliceFit {
+                            slice: i,
+                            chars,
+                            walk_long,
+                        }));
+                    }
+                    Advance::To(t) if chain.contains(&t) => {
+                        // A loop: every member fits.
+                        let (chars, walk_long) = (usize::MAX, false);
+                        return Ok(Some(SliceFit {
+                            slice: i,
+                            chars,
+                            walk_long,
+                        }));
+                    }
+                    Advance::To(t) => chain.push(t),
+                }
+            }
+            // Alive for `steps` characters: the members that long fit, and longer ones (if the
+            // slice has any) are walked.
+            return Ok(Some(SliceFit {
+                slice: i,
+                chars: steps,
+                walk_long: slice.max_chars() > steps,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Where the characters of slice `slice` lead from `state`, remembered per state.
+    fn slice_move(&self, slice: usize, state: u32) -> Result<Advance> {
+        if let Some(known) = read(&self.moves).get(slice, state) {
+            return Ok(known);
+        }
+        let chars = &self.tries.slices()[slice];
+        let attempt = {
+            let m = read(&self.machine);
+            chars.advance(state, DEAD, |s, b| {
+                m.explored[s as usize].then(|| m.step(s, b))
+            })
+        };
+        let advance = match attempt {
+            Some(advance) => advance,
+            None => {
+                let mut m = write(&self.machine);
+                let mut failure = None;
+                let advance = chars.advance(state, DEAD, |s, b| match m.explore(s) {
+                    Ok(()) => Some(m.step(s, b)),
+                    Err(e) => {
+                        failure = Some(e);
+                        None
+                    }
+                });
+                match (advance, failure) {
+                    (_, Some(e)) => return Err(e),
+                    (Some(advance), None) => advance,
+                    (None, None) => {
+                        return Err(Error::Invalid(
+                            "a slice move stopped without a missing row".into(),
+                        ))
+                    }
+                }
+            }
+        };
+        write(&self.moves).set(slice, state, advance);
+        Ok(advance)
     }
 
     /// The bytes every continuation of `state` starts with (jump-forward): followed while exactly
@@ -606,7 +765,10 @@ impl TokenIndex {
 
     /// Bytes held by the automaton, the cached masks and (shared) the tries.
     pub fn memory_bytes(&self) -> usize {
-        read(&self.machine).memory_bytes() + read(&self.masks).bytes + self.tries.memory_bytes()
+        read(&self.machine).memory_bytes()
+            + read(&self.masks).bytes
+            + read(&self.moves).memory_bytes()
+            + self.tries.memory_bytes()
     }
 
     /// Distinct masks cached so far.
@@ -665,9 +827,13 @@ mod tests {
 
     /// Brute force: token t is allowed after prefix p iff some completion of p+t matches.
     fn brute(pattern: &str, v: &Vocabulary, prefix: &str) -> Vec<u32> {
+        brute_bytes(pattern, v, prefix.as_bytes())
+    }
+
+    fn brute_bytes(pattern: &str, v: &Vocabulary, prefix: &[u8]) -> Vec<u32> {
         let dfa = Dfa::from_hir(&parse(pattern).unwrap(), &DfaConfig::default()).unwrap();
         let mut s = dfa.start();
-        for &b in prefix.as_bytes() {
+        for &b in prefix {
             s = dfa.next_state(s, b);
         }
         let mut out = Vec::new();
@@ -714,6 +880,63 @@ mod tests {
                         brute(pattern, &v, prefix),
                         "{pattern} after {prefix:?} lazy={lazy}"
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn counted_character_runs_equal_brute_force() {
+        // Tokens of every length up to past the counts below, in and out of both slices, so that
+        // masks taken by length from a slice meet the walk of everything else.
+        let mut words: Vec<String> = ["a", "\"", "\\", "a\"", "\\\"", "é\"", "\n", "x", "xy", "é"]
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        // Past `DENSE_CHARS` too, where members are walked one by one.
+        for n in (1..=9).chain([15, 16, 17, 18, 25, 40]) {
+            words.push("ab".repeat(n)[..n].to_string());
+            words.push("é".repeat(n));
+        }
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let eos = tokens.len() as u32;
+        let v = vocab(&tokens, eos);
+        let patterns = [
+            r#""[^"\\]{0,5}""#,
+            r#""(?:[^"\\]|\\.){2,4}"x"#,
+            r".{2,7}",
+            r#"[^"]{3}xy|a.{0,2}"#,
+            r"(?:ab|é){0,3}a*",
+            r".{0,4}(?:\n.{0,3})?",
+            r"[aé]{0,12}",
+            r#""[^"\\]{0,19}""#,
+            r".{16,17}x|.{30,41}",
+            r"(?:a|b|é){0,60}",
+        ];
+        for pattern in patterns {
+            for lazy in [false, true] {
+                let idx = index(pattern, &v, lazy);
+                // Every state a sequence of up to three tokens reaches.
+                let mut frontier = vec![(idx.initial_state(), Vec::new())];
+                for _ in 0..3 {
+                    let mut next = Vec::new();
+                    for (state, prefix) in frontier {
+                        let got = idx.mask(state).unwrap().ids();
+                        assert_eq!(
+                            got,
+                            brute_bytes(pattern, &v, &prefix),
+                            "{pattern} after {:?} lazy={lazy}",
+                            String::from_utf8_lossy(&prefix)
+                        );
+                        for &t in got.iter().filter(|&&t| t != eos) {
+                            let mut longer = prefix.clone();
+                            longer.extend_from_slice(v.token_bytes(t).unwrap());
+                            next.push((idx.next_state(state, i64::from(t)).unwrap(), longer));
+                        }
+                    }
+                    next.sort();
+                    next.dedup_by_key(|(state, _)| *state);
+                    frontier = next;
                 }
             }
         }

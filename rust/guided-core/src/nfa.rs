@@ -56,6 +56,12 @@
 //! places out of NFA states long before its DFA was large.) Whoever walks the NFA asks
 //! [`Nfa::node`] what an id names.
 //!
+//! A lazy subset construction (the token index) needs none of this up front, and pays dearly for
+//! it: determinizing and minimizing every shared part of a 40-property schema is most of the time
+//! to its first mask, though generation only ever visits a sliver of each. So [`Nfa::for_lazy`]
+//! compiles a shared node as a rule instead (below): its body once, called wherever it stands,
+//! and the construction builds only the configurations the input reaches.
+//!
 //! Sharing is an economy, not a meaning: a shared expression whose automaton is past the limits
 //! (a string of up to 30,000 characters, say) is compiled in place instead, where a lazy subset
 //! construction only ever builds the part the input visits. Each such refusal costs a bounded but
@@ -335,6 +341,17 @@ impl Nfa {
         Self::with_memo(hir, config, dfa_config, &DfaMemo::default())
     }
 
+    /// [`Nfa::new`] for a lazy subset construction: a shared expression becomes a rule, compiled
+    /// once and called wherever it stands, instead of an automaton determinized and minimized up
+    /// front. A lazy construction then builds only the part of each shared language that the
+    /// input visits, so the cost of compiling a large schema is that of its NFA, linear in the
+    /// expression. Shared expressions with anchors, and pinned ones (whose automata are kept for
+    /// the process), are embedded as automata as before; so are the operands of intersections
+    /// and complements, which must be automata.
+    pub fn for_lazy(hir: &Hir, config: &NfaConfig, dfa_config: &DfaConfig) -> Result<Nfa> {
+        Self::build(hir, config, dfa_config, &DfaMemo::default(), true)
+    }
+
     /// [`Nfa::new`], sharing the automata of intersections and complements with the enclosing
     /// construction.
     pub(crate) fn with_memo(
@@ -342,6 +359,16 @@ impl Nfa {
         config: &NfaConfig,
         dfa_config: &DfaConfig,
         memo: &DfaMemo,
+    ) -> Result<Nfa> {
+        Self::build(hir, config, dfa_config, memo, false)
+    }
+
+    fn build(
+        hir: &Hir,
+        config: &NfaConfig,
+        dfa_config: &DfaConfig,
+        memo: &DfaMemo,
+        shared_as_rules: bool,
     ) -> Result<Nfa> {
         let mut b = Builder {
             states: Vec::new(),
@@ -359,6 +386,7 @@ impl Nfa {
             rule_ids: FxHashMap::default(),
             pending_rules: Vec::new(),
             calls: FxHashMap::default(),
+            shared_as_rules,
         };
         let frag = b.compile(hir)?;
         let m = b.add(State::Match)?;
@@ -517,6 +545,8 @@ struct Builder {
     pending_rules: Vec<(u32, RuleBody)>,
     /// Whether a shared node's contents call a rule, by node id.
     calls: FxHashMap<u64, bool>,
+    /// Whether shared nodes become rules rather than automata ([`Nfa::for_lazy`]).
+    shared_as_rules: bool,
 }
 
 /// Where a rule's body is, to be compiled later: named, not copied.
@@ -625,7 +655,7 @@ impl Builder {
                 })
             }
             Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
-            Hir::Shared(s) if self.shared_calls(s) => {
+            Hir::Shared(s) if self.shared_calls(s) || self.shared_rule(s) => {
                 self.call(RuleSource::Shared(s.id()), || RuleBody::Shared(s.clone()))
             }
             Hir::Intersection(_) | Hir::Complement(_) if self.grammar.is_some() => {
@@ -684,6 +714,12 @@ impl Builder {
             .calls
             .entry(s.id())
             .or_insert_with(|| s.hir().has_calls())
+    }
+
+    /// Whether a shared node becomes a rule for a lazy construction: anchors must stay where
+    /// the node stands, and a pinned node's automaton is built once per process anyway.
+    fn shared_rule(&self, s: &Shared) -> bool {
+        self.shared_as_rules && !s.is_pinned() && s.anchors() == (false, false)
     }
 
     fn literal(&mut self, bytes: &[u8]) -> Result<Frag> {

@@ -1,20 +1,33 @@
-//! Token slices: masks precomputed for the states that loop on almost every character.
+//! Token slices: masks precomputed for the states that read almost every character alike.
 //!
 //! The expensive masks are the permissive ones. Inside a JSON string or under `.*`, the automaton
 //! survives nearly every token, so a trie walk cannot prune and visits the whole trie (420k nodes
-//! for o200k). Yet such a state's answer for most tokens is obvious: the state loops on every
-//! printable character, so any token made only of such characters leads straight back to it.
+//! for o200k). Yet such a state's answer for most tokens is obvious: every printable character
+//! leads to the same next state, so a token made only of such characters is allowed or not by its
+//! length alone.
 //!
-//! A slice is a set of characters `C` fixed per vocabulary, with the mask of the tokens whose
-//! bytes spell a string of whole characters from `C`, and a smaller trie of all the other tokens.
-//! For a state `q`, a slice applies when every character of `C`, read from `q`, comes back to `q`;
-//! then the mask of `q` is the slice's mask plus a walk of the slice's remaining trie. Whether a
-//! slice applies is decided exactly, by running `q` in step with the (few-state) UTF-8 automaton
-//! of one character from `C`, so the shortcut never changes an answer, only its cost.
+//! A slice is a set of characters `C` fixed per vocabulary, with the tokens whose bytes spell a
+//! string of whole characters from `C` (its members, grouped by how many characters they spell)
+//! and a smaller trie of all the other tokens. For a state `q`, [`Slice::advance`] says where the
+//! characters of `C` lead: to one state `q'` for all of them, or not. It is decided exactly, by
+//! running `q` in step with the (few-state) UTF-8 automaton of one character from `C`. Following
+//! it from `q` gives a chain `q = q0, q1, q2, ...`; a member of `n` characters leads to `qn`, so
+//! it is allowed exactly when the chain is alive for `n` steps. Two shapes matter:
+//!
+//! - the chain loops (`q1 = q`: `.*`, the body of a free JSON string), and every member is allowed;
+//! - the chain dies after `k` steps (a JSON string with `maxLength`, `.{0,40}`, `[^"]{3,8}`), and
+//!   the members of at most `k` characters are allowed: one union of a precomputed set
+//!   ([`Slice::add_members_within`]).
+//!
+//! Either way the mask is that set plus a walk of the slice's remaining trie, so the shortcut
+//! never changes an answer, only its cost: a counted string's forty states cost forty short
+//! walks instead of forty walks of the whole vocabulary.
 //!
 //! The slices are chosen for the constraints engines see most: printable text (`.*`, free text
 //! fields) and the body of a JSON string (printable text without `"` and `\`). Building them costs
-//! one pass over the vocabulary and one extra trie each, once per vocabulary.
+//! one pass over the vocabulary and one extra trie each, once per vocabulary; the members by length
+//! cost one set per length up to [`DENSE_CHARS`] (25 KB each at 200k tokens) and a sorted list of
+//! the few longer members.
 
 use crate::bitmask::TokenSet;
 use crate::dfa::{Dfa, DfaConfig};
@@ -23,36 +36,77 @@ use crate::regex::{ClassSet, Hir};
 use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 
+/// Member lengths (in characters) up to which [`Slice`] keeps one precomputed set per length;
+/// longer members, a few hundred in real vocabularies, are listed one by one.
+pub const DENSE_CHARS: usize = 16;
+
+/// Where a slice's characters lead from a state ([`Slice::advance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advance {
+    /// Every character of the slice leads to this state (the dead state included).
+    To(u32),
+    /// Characters of the slice lead to different states.
+    Mixed,
+}
+
 /// One slice: a character set, the tokens spelled entirely from it, and a trie of the rest.
 #[derive(Debug)]
 pub struct Slice {
     name: &'static str,
     one_char: Dfa,
     members: TokenSet,
+    /// `within[n]`: the members of at most `n` characters, for `n <= DENSE_CHARS`.
+    within: Vec<TokenSet>,
+    /// Members longer than [`DENSE_CHARS`] characters: `(characters, id)`, sorted.
+    long: Vec<(u32, u32)>,
+    max_chars: usize,
     rest: TokenTrie,
 }
 
 impl Slice {
     fn new(name: &'static str, chars: ClassSet, vocab: &Vocabulary, eos: &[u32]) -> Result<Self> {
         let one_char = Dfa::from_hir(&Hir::class(chars.clone()), &DfaConfig::default())?;
-        let mut members = TokenSet::empty(vocab.vocab_size());
+        let size = vocab.vocab_size();
+        let mut members = TokenSet::empty(size);
+        let mut within = vec![TokenSet::empty(size); DENSE_CHARS + 1];
+        let mut long = Vec::new();
+        let mut max_chars = 0;
         let mut rest = Vec::new();
         for (id, bytes) in vocab.text_tokens() {
-            if eos.contains(&id) {
+            // A token that writes nothing is never allowed (the trie leaves it out too).
+            if eos.contains(&id) || bytes.is_empty() {
                 continue;
             }
-            let inside = std::str::from_utf8(bytes)
-                .is_ok_and(|text| text.chars().all(|c| chars.contains(c as u32)));
-            if inside {
-                members.insert(id);
-            } else {
-                rest.push((id, bytes));
+            let count = std::str::from_utf8(bytes).ok().and_then(|text| {
+                text.chars()
+                    .all(|c| chars.contains(c as u32))
+                    .then(|| text.chars().count())
+            });
+            match count {
+                Some(n) => {
+                    members.insert(id);
+                    max_chars = max_chars.max(n);
+                    if n <= DENSE_CHARS {
+                        within[n].insert(id);
+                    } else {
+                        long.push((n as u32, id));
+                    }
+                }
+                None => rest.push((id, bytes)),
             }
         }
+        for n in 1..within.len() {
+            let (shorter, this) = within.split_at_mut(n);
+            this[0].union_with(&shorter[n - 1]);
+        }
+        long.sort_unstable();
         Ok(Slice {
             name,
             one_char,
             members,
+            within,
+            long,
+            max_chars,
             rest: TokenTrie::new(rest),
         })
     }
@@ -67,43 +121,94 @@ impl Slice {
         &self.members
     }
 
+    /// The most characters a member spells.
+    pub fn max_chars(&self) -> usize {
+        self.max_chars
+    }
+
+    /// Adds to `set` the members of at most `chars` characters.
+    pub fn add_members_within(&self, chars: usize, set: &mut TokenSet) {
+        if chars >= self.max_chars {
+            set.union_with(&self.members);
+            return;
+        }
+        set.union_with(&self.within[chars.min(DENSE_CHARS)]);
+        for &(_, id) in self.long.iter().take_while(|&&(n, _)| n as usize <= chars) {
+            set.insert(id);
+        }
+    }
+
+    /// The members longer than [`DENSE_CHARS`] characters, shortest first.
+    pub fn long_members(&self) -> impl Iterator<Item = u32> + '_ {
+        self.long.iter().map(|&(_, id)| id)
+    }
+
     /// The trie of every other token.
     pub fn rest(&self) -> &TokenTrie {
         &self.rest
     }
 
-    /// Whether every character of the slice leads from `state` back to `state`. `step` is the
-    /// automaton's transition and `dead` its dead state.
-    pub fn loops_on(&self, state: u32, dead: u32, mut step: impl FnMut(u32, u8) -> u32) -> bool {
+    /// Where every character of the slice leads from `state`. `step` is the automaton's
+    /// transition, with `dead` its dead state; it may answer `None` (a row the caller cannot
+    /// read yet), and then so does `advance`.
+    pub fn advance(
+        &self,
+        state: u32,
+        dead: u32,
+        mut step: impl FnMut(u32, u8) -> Option<u32>,
+    ) -> Option<Advance> {
         // Pairs (position in one character, automaton state) still to expand.
         let u = &self.one_char;
         let mut stack = vec![(u.start(), state)];
         let mut seen = vec![(u.start(), state)];
+        let mut target = None;
+        let mut lands = |t: u32| match target {
+            None => {
+                target = Some(t);
+                true
+            }
+            Some(previous) => previous == t,
+        };
         while let Some((us, ms)) = stack.pop() {
             for b in 0..=255u8 {
                 let un = u.next_state(us, b);
                 if un == u.dead() {
                     continue;
                 }
-                let mn = step(ms, b);
-                if mn == dead {
-                    return false;
-                }
-                if u.is_accepting(un) {
-                    if mn != state {
-                        return false;
+                let mn = step(ms, b)?;
+                // A character that dies part-way leads to the dead state like one that dies at
+                // its end.
+                let end = if mn == dead {
+                    Some(dead)
+                } else if u.is_accepting(un) {
+                    Some(mn)
+                } else {
+                    None
+                };
+                match end {
+                    Some(t) if !lands(t) => return Some(Advance::Mixed),
+                    Some(_) => {}
+                    None if !seen.contains(&(un, mn)) => {
+                        seen.push((un, mn));
+                        stack.push((un, mn));
                     }
-                } else if !seen.contains(&(un, mn)) {
-                    seen.push((un, mn));
-                    stack.push((un, mn));
+                    None => {}
                 }
             }
         }
-        true
+        Some(Advance::To(target.unwrap_or(dead)))
     }
 
     fn memory_bytes(&self) -> usize {
-        self.members.memory_bytes() + self.rest.memory_bytes() + self.one_char.memory_bytes()
+        self.members.memory_bytes()
+            + self
+                .within
+                .iter()
+                .map(TokenSet::memory_bytes)
+                .sum::<usize>()
+            + self.long.capacity() * 8
+            + self.rest.memory_bytes()
+            + self.one_char.memory_bytes()
     }
 }
 
@@ -179,30 +284,84 @@ mod tests {
     }
 
     #[test]
-    fn loops_on_is_exact() {
+    fn advance_is_exact() {
         let tries = TokenTries::new(&vocab()).expect("tries");
         let json = &tries.slices()[1];
         // A string-body automaton: state 1 loops on everything but `"` and `\`, which go to 2.
-        let body = |s: u32, b: u8| match (s, b) {
-            (1, b'"') | (1, b'\\') => 2,
-            (1, 0x00..=0x1F) => 0,
-            (1, _) => 1,
-            _ => 0,
+        let body = |s: u32, b: u8| {
+            Some(match (s, b) {
+                (1, b'"') | (1, b'\\') => 2,
+                (1, 0x00..=0x1F) => 0,
+                (1, _) => 1,
+                _ => 0,
+            })
         };
         // Multi-byte characters pass through the same state byte by byte here, so they loop.
-        assert!(json.loops_on(1, 0, body));
-        assert!(
-            !tries.slices()[0].loops_on(1, 0, body),
+        assert_eq!(json.advance(1, 0, body), Some(Advance::To(1)));
+        assert_eq!(
+            tries.slices()[0].advance(1, 0, body),
+            Some(Advance::Mixed),
             "`\"` leaves the state"
         );
-        // An automaton that refuses non-ASCII bytes does not loop on the slice.
+        // An automaton that refuses non-ASCII bytes sends the slice's characters two ways.
         let ascii = |s: u32, b: u8| {
-            if s == 1 && (0x20..0x7F).contains(&b) {
+            Some(if s == 1 && (0x20..0x7F).contains(&b) {
                 1
             } else {
                 0
-            }
+            })
         };
-        assert!(!json.loops_on(1, 0, ascii));
+        assert_eq!(json.advance(1, 0, ascii), Some(Advance::Mixed));
+        // A counter: state k reads one character and moves to k - 1; state 1 reads nothing
+        // more. While a character is unfinished the state is `1000 * r + k`, with `r` of its
+        // continuation bytes still to come.
+        let counter = |s: u32, b: u8| {
+            let (r, k) = (s / 1000, s % 1000);
+            Some(match (r, b) {
+                _ if k <= 1 => 0,
+                (0, 0x20..=0x7E) if b != b'"' && b != b'\\' => k - 1,
+                (0, 0xC2..=0xDF) => 1000 + k,
+                (0, 0xE0..=0xEF) => 2000 + k,
+                (0, 0xF0..=0xF4) => 3000 + k,
+                (1, 0x80..=0xBF) => k - 1,
+                (2 | 3, 0x80..=0xBF) => (r - 1) * 1000 + k,
+                _ => 0,
+            })
+        };
+        assert_eq!(json.advance(5, 0, counter), Some(Advance::To(4)));
+        assert_eq!(json.advance(1, 0, counter), Some(Advance::To(0)));
+        // Three- and four-byte characters die part-way, two-byte ones do not: mixed.
+        assert_eq!(
+            json.advance(5, 0, |s, b| if b >= 0xE0 && s < 1000 {
+                Some(0)
+            } else {
+                counter(s, b)
+            }),
+            Some(Advance::Mixed)
+        );
+        // A row the caller cannot read makes the answer unknown, not wrong.
+        assert_eq!(json.advance(1, 0, |_, _| None), None);
+    }
+
+    #[test]
+    fn members_within_a_length_are_counted_in_characters() {
+        let words: Vec<String> = (1..=40).map(|n| "é".repeat(n)).collect();
+        let mut tokens: Vec<Option<&[u8]>> = words.iter().map(|w| Some(w.as_bytes())).collect();
+        tokens.push(Some(b""));
+        tokens.push(None);
+        let v = Vocabulary::new(tokens, vec![41], None).expect("vocabulary");
+        let tries = TokenTries::new(&v).expect("tries");
+        let json = &tries.slices()[1];
+        assert_eq!(json.max_chars(), 40);
+        assert!(
+            !json.members().contains(40),
+            "the empty token writes nothing"
+        );
+        for chars in [0, 1, 7, DENSE_CHARS, DENSE_CHARS + 1, 33, 40, 99] {
+            let mut set = TokenSet::empty(v.vocab_size());
+            json.add_members_within(chars, &mut set);
+            let expected: Vec<u32> = (0..chars.min(40) as u32).collect();
+            assert_eq!(set.iter().collect::<Vec<_>>(), expected, "within {chars}");
+        }
     }
 }

@@ -355,6 +355,11 @@ impl Shared {
         self.id
     }
 
+    /// Whether the expression holds a start anchor, and an end anchor (see [`Hir::anchors`]).
+    pub fn anchors(&self) -> (bool, bool) {
+        self.anchors
+    }
+
     /// Whether the node outlives one compilation (see [`Hir::pinned`]).
     pub fn is_pinned(&self) -> bool {
         self.pinned

@@ -1,0 +1,112 @@
+"""Counted character runs (``maxLength`` strings, ``.{0,40}``) on a real tokenizer, by brute force.
+
+Inside a string with ``maxLength: n`` every position is its own automaton state, and the index
+takes most of each state's mask from a token slice filtered by how many characters each token
+spells (``rust/guided-core/src/slice.rs``). That shortcut is only worth having if it never changes
+an answer, so here it is checked where it matters: GPT-2's real tokens (multi-character,
+multi-byte, partial UTF-8, quotes and backslashes inside tokens), random bounds on either side of
+the slice's dense lengths, and texts walked from random allowed tokens. The oracle walks every
+token's bytes through the complete DFA of the same language (``guided.DFA`` of the printed regex,
+itself tested against Python's ``re``), vectorized over the vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_index import gpt2
+
+import guided
+
+
+@cache
+def token_matrix() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """GPT-2's token bytes as a zero-padded matrix, their lengths, and which ids are text."""
+    vocab = gpt2()
+    data = [vocab.token_bytes(t) or b"" for t in range(vocab.vocab_size)]
+    lengths = np.array([len(d) for d in data])
+    matrix = np.zeros((len(data), int(lengths.max())), dtype=np.uint8)
+    for i, d in enumerate(data):
+        matrix[i, : len(d)] = np.frombuffer(d, dtype=np.uint8)
+    eos = np.zeros(len(data), dtype=bool)
+    eos[list(vocab.eos_token_ids)] = True
+    return matrix, lengths, (lengths > 0) & ~eos
+
+
+def brute_allowed(dfa: guided.DFA, prefix: bytes) -> np.ndarray:
+    """Token t is allowed after `prefix` iff the DFA is alive after `prefix + bytes(t)`; EOS iff
+    it accepts `prefix`."""
+    matrix, lengths, text = token_matrix()
+    table = np.asarray(dfa.table)
+    state = dfa.start
+    for b in prefix:
+        state = int(table[state, b])
+    states = np.full(len(lengths), state, dtype=np.int64)
+    for j in range(matrix.shape[1]):
+        live = lengths > j
+        states[live] = table[states[live], matrix[live, j]]
+    allowed = text & (states != 0) & (state != 0)
+    vocab = gpt2()
+    for e in vocab.eos_token_ids:
+        allowed[e] = state != 0 and dfa.is_accepting(state)
+    return allowed
+
+
+def walk_and_compare(
+    index: guided.TokenIndex, dfa: guided.DFA, data: st.DataObject, steps: int
+) -> None:
+    vocab = index.vocabulary
+    state, prefix = index.initial_state, b""
+    for _ in range(steps):
+        want = brute_allowed(dfa, prefix)
+        got = index.allowed(state)
+        assert (got == want).all(), (prefix, np.flatnonzero(got != want)[:10])
+        choices = [int(t) for t in np.flatnonzero(want) if t not in vocab.eos_token_ids]
+        if not choices:
+            return
+        # Long tokens are few; draw them often enough to reach the far end of the bound.
+        token = data.draw(st.sampled_from(choices), label="token")
+        state = index.next_state(state, token)
+        prefix += vocab.token_bytes(token) or b""
+
+
+bounds = st.integers(0, 24).flatmap(lambda low: st.tuples(st.just(low), st.integers(low, 80)))
+
+
+@given(data=st.data(), bound=bounds, nested=st.booleans())
+@settings(max_examples=25)
+def test_bounded_strings_equal_brute_force(
+    data: st.DataObject, bound: tuple[int, int], nested: bool
+) -> None:
+    low, high = bound
+    string = {"type": "string", "minLength": low, "maxLength": high}
+    schema: dict = string
+    if nested:
+        schema = {
+            "type": "object",
+            "properties": {"name": string, "tag": {"type": "string", "maxLength": 3}},
+            "required": ["name", "tag"],
+            "additionalProperties": False,
+        }
+    index = guided.TokenIndex.from_json_schema(schema, gpt2())
+    dfa = guided.DFA(guided.json_schema_to_regex(json.dumps(schema)), max_states=200_000)
+    walk_and_compare(index, dfa, data, steps=8)
+
+
+@given(
+    data=st.data(),
+    bound=bounds,
+    body=st.sampled_from([".", '[^"\\\\]', "[^\\n]", "[a-zé ]"]),
+)
+@settings(max_examples=25)
+def test_counted_classes_equal_brute_force(
+    data: st.DataObject, bound: tuple[int, int], body: str
+) -> None:
+    low, high = bound
+    pattern = f'"{body}{{{low},{high}}}"'
+    index = guided.TokenIndex.from_regex(pattern, gpt2())
+    walk_and_compare(index, guided.DFA(pattern), data, steps=8)
