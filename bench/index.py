@@ -1,9 +1,14 @@
 """Token masks side by side: guided, xgrammar, llguidance and outlines-core on the same vocabulary.
 
-What it measures. For each vocabulary (GPT-2 50k, Qwen2 152k, o200k 200k) and each workload (a
-digits regex, an email regex, a 6-property JSON schema and a 26-property one with nested objects,
-arrays and enums), every engine compiles the constraint and is driven along the same valid output,
-token by token, filling one packed int32 bitmask row before each token:
+What it measures. For each vocabulary (GPT-2 50k, Qwen2 152k, o200k 200k) and each workload,
+every engine compiles the constraint and is driven along the same valid output, token by token,
+filling one packed int32 bitmask row before each token. The workloads: a digits regex, the WHATWG
+email regex, an email regex with counted classes (``{1,64}``, ``{1,63}``, ``{2,24}``), a 6-property
+JSON schema and a 26-property one with nested objects, arrays and enums (their strings unbounded),
+a 7-property schema whose strings carry ``minLength``/``maxLength`` (what pydantic's
+``constr(max_length=...)`` writes) beside an enum, bounds and a nested object, and a 40-property
+schema with patterns, bounded arrays of objects and bounded strings. Each bounded string is as many
+automaton states as its bound, which is what the last three measure. The figures:
 
 - compile: building the constraint object (median of ``--reps`` compiles);
 - TTFM: time to first mask, compile + a fresh matcher + the first mask (median of the same reps);
@@ -26,10 +31,8 @@ where the peers' whitespace policies do: guided and outlines-core allow ``[ ]?``
 tokens, xgrammar and llguidance any JSON whitespace by default). The JSON text is ``json.dumps``
 output, one space after ``:`` and ``,``, which all four policies accept.
 
-guided's JSON Schema compiler lands separately; until ``guided.json_schema_to_regex`` exists, the
-schemas are turned into regexes here by a small translator of the subset they use (objects with
-every property required in declared order, strings, integers, numbers, booleans, string enums,
-arrays), following guided's whitespace policy. The peers always get the schema itself.
+Every engine compiles the JSON Schema itself; guided through ``TokenIndex.from_json_schema``, the
+path engines take (its ``IndexCache`` and integrations call it).
 
 outlines-core compiles eagerly and is slow on large vocabularies (tens of seconds, hundreds of MB
 for o200k), so it runs in a subprocess with a wall-clock budget (``--outlines-budget``, 60 s by
@@ -66,48 +69,6 @@ import guided
 from common import median, percentile, rss_bytes, table, time_call, write_results
 
 # --- workloads --------------------------------------------------------------------------------
-
-WS = "[ ]?"
-STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-INTEGER = r"-?(?:0|[1-9][0-9]*)"
-NUMBER = INTEGER + r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-BOOLEAN = "(?:true|false)"
-_META = set("\\.^$|?*+()[]{}")
-
-
-def _literal(text: str) -> str:
-    return "".join("\\" + c if c in _META else c for c in text)
-
-
-def schema_regex(schema: dict[str, Any]) -> str:
-    """The regex guided's JSON Schema compiler is specified to produce for this schema subset."""
-    if "enum" in schema:
-        values = schema["enum"]
-        if not all(isinstance(v, str) for v in values):
-            raise ValueError("only string enums are translated")
-        return "(?:" + "|".join(_literal(json.dumps(v, ensure_ascii=False)) for v in values) + ")"
-    kind = schema.get("type")
-    if kind == "string":
-        return STRING
-    if kind == "integer":
-        return INTEGER
-    if kind == "number":
-        return NUMBER
-    if kind == "boolean":
-        return BOOLEAN
-    if kind == "array":
-        item = schema_regex(schema["items"])
-        return rf"\[{WS}(?:{item}(?:{WS},{WS}{item})*)?{WS}\]"
-    if kind == "object":
-        props = schema["properties"]
-        if schema.get("required") != list(props) or schema.get("additionalProperties") is not False:
-            raise ValueError("only closed objects with every property required are translated")
-        members = [
-            _literal(json.dumps(name)) + WS + ":" + WS + schema_regex(sub)
-            for name, sub in props.items()
-        ]
-        return r"\{" + WS + (WS + "," + WS).join(members) + WS + r"\}"
-    raise ValueError(f"schema {schema!r} is outside the translated subset")
 
 
 def closed(properties: dict[str, Any]) -> dict[str, Any]:
@@ -236,6 +197,166 @@ LARGE_VALUE = {
     "flags": [True, False, False, True],
 }
 
+
+def text(max_length: int, min_length: int = 0) -> dict[str, Any]:
+    bounds = {"minLength": min_length} if min_length else {}
+    return {"type": "string", "maxLength": max_length, **bounds}
+
+
+def between(low: int, high: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": low, "maximum": high}
+
+
+def bounded_array(items: dict[str, Any], max_items: int, min_items: int = 0) -> dict[str, Any]:
+    return {"type": "array", "items": items, "minItems": min_items, "maxItems": max_items}
+
+
+BOUNDED_SCHEMA = closed(
+    {
+        "username": text(32, 3),
+        "display_name": text(64),
+        "email": text(40, 6),
+        "role": enum("admin", "editor", "viewer"),
+        "age": between(13, 120),
+        "score": {"type": "number", "minimum": 0, "maximum": 100},
+        "address": closed({"city": text(20, 1), "country_code": text(2, 2)}),
+    }
+)
+BOUNDED_VALUE = {
+    "username": "zoe_okonkwo",
+    "display_name": "Zoë Okonkwo-Hartmann, platform team",
+    "email": "zoe.okonkwo@example.org",
+    "role": "editor",
+    "age": 37,
+    "score": 91.25,
+    "address": {"city": "Lagos", "country_code": "NG"},
+}
+
+DATE = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}
+FORTY_SCHEMA = closed(
+    {
+        "id": between(1, 10_000_000),
+        "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4,6}$"},
+        "title": text(80, 1),
+        "subtitle": text(120),
+        "summary": text(200),
+        "slug": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": 60},
+        "brand": text(40, 1),
+        "category": enum("books", "music", "garden", "toys", "tools"),
+        "condition": enum("new", "used", "refurbished"),
+        "price": {"type": "number", "minimum": 0, "maximum": 100000},
+        "currency": enum("USD", "EUR", "JPY", "NGN", "BRL"),
+        "discount_percent": between(0, 90),
+        "in_stock": BOOL,
+        "stock_count": between(0, 100000),
+        "weight_grams": between(1, 50000),
+        "color": text(24),
+        "material": text(32),
+        "origin_country": text(2, 2),
+        "release_date": DATE,
+        "updated_on": DATE,
+        "rating": {"type": "number", "minimum": 0, "maximum": 5},
+        "review_count": between(0, 1_000_000),
+        "featured": BOOL,
+        "gift_wrap": BOOL,
+        "age_rating": enum("all", "7+", "12+", "16+", "18+"),
+        "language": enum("en", "fr", "de", "ja", "pt", "yo"),
+        "isbn": {"type": "string", "pattern": "^(97[89])?[0-9]{9}[0-9X]$"},
+        "dimensions": closed({"width_mm": between(1, 5000), "height_mm": between(1, 5000)}),
+        "seller": closed(
+            {
+                "name": text(60, 1),
+                "email": text(64, 6),
+                "rating": between(1, 5),
+                "country": text(2, 2),
+            }
+        ),
+        "tags": bounded_array(text(20, 1), 8),
+        "images": bounded_array(
+            closed({"url": text(120, 10), "alt": text(80), "primary": BOOL}), 6, 1
+        ),
+        "variants": bounded_array(
+            closed(
+                {
+                    "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4,6}$"},
+                    "color": text(24),
+                    "size": enum("XS", "S", "M", "L", "XL"),
+                    "price": {"type": "number", "minimum": 0, "maximum": 100000},
+                }
+            ),
+            10,
+        ),
+        "warehouse_codes": bounded_array({"type": "string", "pattern": "^[A-Z]{2}[0-9]{2}$"}, 4),
+        "shipping_days": bounded_array(between(0, 60), 3, 1),
+        "notes": text(300),
+        "return_policy": enum("none", "14-days", "30-days", "90-days"),
+        "warranty_months": between(0, 120),
+        "energy_class": enum("A", "B", "C", "D", "E", "F", "G"),
+        "barcode": {"type": "string", "pattern": "^[0-9]{8,14}$"},
+        "created_by": text(40, 1),
+    }
+)
+FORTY_VALUE = {
+    "id": 4821337,
+    "sku": "GRD-20417",
+    "title": "Ceramic self-watering planter, 24 cm",
+    "subtitle": "Glazed stoneware with a hidden 1.2 L reservoir",
+    "summary": 'Keeps herbs and small houseplants watered for up to two weeks; "frost-safe" glaze.',
+    "slug": "ceramic-self-watering-planter-24",
+    "brand": "Terrakotta & Söhne",
+    "category": "garden",
+    "condition": "new",
+    "price": 34.9,
+    "currency": "EUR",
+    "discount_percent": 15,
+    "in_stock": True,
+    "stock_count": 212,
+    "weight_grams": 1850,
+    "color": "sage green",
+    "material": "stoneware",
+    "origin_country": "PT",
+    "release_date": "2024-03-18",
+    "updated_on": "2025-11-02",
+    "rating": 4.6,
+    "review_count": 1387,
+    "featured": False,
+    "gift_wrap": True,
+    "age_rating": "all",
+    "language": "pt",
+    "isbn": "9780306406157",
+    "dimensions": {"width_mm": 240, "height_mm": 210},
+    "seller": {
+        "name": "Jardim Atlântico Lda.",
+        "email": "vendas@jardim.pt",
+        "rating": 5,
+        "country": "PT",
+    },
+    "tags": ["planter", "ceramic", "self-watering", "indoor"],
+    "images": [
+        {"url": "https://img.example.com/p/4821337/main.jpg", "alt": "Front view", "primary": True},
+        {
+            "url": "https://img.example.com/p/4821337/side.jpg",
+            "alt": "Side, reservoir visible",
+            "primary": False,
+        },
+    ],
+    "variants": [
+        {"sku": "GRD-20418", "color": "terracotta", "size": "M", "price": 29.9},
+        {"sku": "GRD-20419", "color": "midnight blue", "size": "L", "price": 39.9},
+    ],
+    "warehouse_codes": ["PT01", "ES03"],
+    "shipping_days": [2, 5],
+    "notes": "Ships in recycled packaging. Não colocar na máquina de lavar loiça.",
+    "return_policy": "30-days",
+    "warranty_months": 24,
+    "energy_class": "A",
+    "barcode": "5601234567890",
+    "created_by": "catalogue-import",
+}
+
+# An e-mail address with counted classes, as validators in the field write it.
+EMAIL_COUNTED = r"[a-zA-Z0-9._%+-]{1,64}@(?:[a-zA-Z0-9-]{1,63}\.){1,4}[a-zA-Z]{2,24}"
+
 # The WHATWG (HTML living standard) e-mail address pattern.
 EMAIL = (
     r"[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
@@ -245,6 +366,8 @@ EMAIL = (
 
 @dataclass
 class Workload:
+    """A constraint and a valid output: a regex, or (with ``regex`` empty) a JSON Schema."""
+
     name: str
     text: str
     regex: str
@@ -255,18 +378,13 @@ def workloads() -> list[Workload]:
     return [
         Workload("digits", "31415926535897932384626433832795", r"[0-9]{1,32}"),
         Workload("email", "jane.doe+bench-2024@mail.example-corp.co.uk", EMAIL),
+        Workload("email-counted", "jane.doe+bench-2024@mail.example-corp.co.uk", EMAIL_COUNTED),
+        Workload("json-6", json.dumps(MODERATE_VALUE, ensure_ascii=False), "", MODERATE_SCHEMA),
+        Workload("json-26", json.dumps(LARGE_VALUE, ensure_ascii=False), "", LARGE_SCHEMA),
         Workload(
-            "json-6",
-            json.dumps(MODERATE_VALUE, ensure_ascii=False),
-            schema_regex(MODERATE_SCHEMA),
-            MODERATE_SCHEMA,
+            "json-7-bounded", json.dumps(BOUNDED_VALUE, ensure_ascii=False), "", BOUNDED_SCHEMA
         ),
-        Workload(
-            "json-26",
-            json.dumps(LARGE_VALUE, ensure_ascii=False),
-            schema_regex(LARGE_SCHEMA),
-            LARGE_SCHEMA,
-        ),
+        Workload("json-40", json.dumps(FORTY_VALUE, ensure_ascii=False), "", FORTY_SCHEMA),
     ]
 
 
@@ -310,10 +428,6 @@ class Engine(ABC):
         return None
 
 
-def guided_uses_schema_compiler(w: Workload) -> bool:
-    return w.schema is not None and hasattr(guided, "json_schema_to_regex")
-
-
 class Guided(Engine):
     name = "guided"
     memory_label = "index"
@@ -323,9 +437,8 @@ class Guided(Engine):
         self.vocab = vocab
 
     def compile(self, w: Workload) -> Any:
-        if guided_uses_schema_compiler(w):
-            # The schema's regex is exactly its language; compiling it is guided's schema path.
-            return guided.TokenIndex.from_regex(guided.json_schema_to_regex(w.schema), self.vocab)
+        if w.schema is not None:
+            return guided.TokenIndex.from_json_schema(w.schema, self.vocab)
         return guided.TokenIndex.from_regex(w.regex, self.vocab)
 
     def matcher(self, compiled: Any) -> Any:
@@ -806,14 +919,19 @@ def known(x: float) -> bool:
 
 
 def check_workload(loaded: peers.Loaded, w: Workload, tokens: list[int]) -> None:
-    """The driven text must be a valid instance and every token allowed by guided's regex."""
+    """The driven text must be a valid instance (by ``jsonschema``, or Python's ``re``), and every
+    token allowed by guided."""
     if w.schema is not None:
         import jsonschema
 
-        jsonschema.validate(json.loads(w.text), w.schema)
-    guide = guided.Guide(guided.TokenIndex.from_regex(w.regex, loaded.vocab))
-    if re.fullmatch(w.regex, w.text) is None or guide.validate_tokens(tokens) != len(tokens):
+        jsonschema.validate(json.loads(w.text), w.schema, format_checker=None)
+        index = guided.TokenIndex.from_json_schema(w.schema, loaded.vocab)
+    elif re.fullmatch(w.regex, w.text) is None:
         raise SystemExit(f"{loaded.name}/{w.name}: the driven text does not match its regex")
+    else:
+        index = guided.TokenIndex.from_regex(w.regex, loaded.vocab)
+    if guided.Guide(index).validate_tokens(tokens) != len(tokens):
+        raise SystemExit(f"{loaded.name}/{w.name}: guided refuses the driven text")
 
 
 def summarize(
@@ -903,8 +1021,12 @@ def summarize(
     return summaries
 
 
+BATCH_WORKLOAD = "json-26"
+
+
 def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, rep: Report) -> None:
-    """Every workload on one vocabulary, then the batch figures on the last workload."""
+    """Every workload on one vocabulary, with the batch figures on ``json-26`` (or on the last
+    workload, when it is not run)."""
     started = time.perf_counter()
     loaded = peers.load(vname)
     vocab = loaded.vocab
@@ -971,7 +1093,7 @@ def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, r
             by_engine["outlines-core"] = r
         summaries = summarize(rep, vname, w, tokens, by_engine, trie_bytes, vocab.vocab_size)
         vres["workloads"][w.name] = {"tokens": len(tokens), "engines": summaries}
-        if w is work[-1]:
+        if w.name == BATCH_WORKLOAD or (w is work[-1] and "batch" not in vres):
             rows = batch_scaling(vocab, tokens, compiled, engines, w)
             for b in rows:
                 rep.batch.append(
@@ -1079,12 +1201,7 @@ def main() -> None:
     rep = Report()
     started = time.perf_counter()
     load_before = os.getloadavg()
-    schema_source = (
-        "guided.json_schema_to_regex"
-        if hasattr(guided, "json_schema_to_regex")
-        else "a hand translation (guided.json_schema_to_regex is not there yet)"
-    )
-    print(f"guided's JSON regexes: {schema_source}; the peers compile the JSON Schema itself.")
+    schema_source = "guided.TokenIndex.from_json_schema"
     for vname in vocab_names:
         run_vocabulary(vname, work, args, rep)
     print_report(rep, args)
@@ -1093,7 +1210,7 @@ def main() -> None:
     rep.results["elapsed_s"] = time.perf_counter() - started
     rep.results["load_average"] = {"before": load_before, "after": load_after}
     rep.results["cpus"] = os.cpu_count()
-    rep.results["guided_json_regexes"] = schema_source
+    rep.results["guided_json_path"] = schema_source
     print(
         f"\nload average {load_before[0]:.1f} before, {load_after[0]:.1f} after, on "
         f"{os.cpu_count()} CPUs (other work on the machine inflates times and caps 2-thread "

@@ -234,9 +234,16 @@ def render_schema(results: dict[str, Any]) -> str:
             r.get("crashes"),
             r.get("compile ms p50"),
             r.get("p95"),
+            r.get("p99"),
+            r.get("max"),
         ]
         for e in engines
         if (r := cell.get(("total", e)))
+    ]
+    pairs = [
+        [p.get(k) for k in ("peer", "schemas both compile", "engine", "p50", "p95", "p99", "max")]
+        for p in results.get("ttfm_pairs", [])
+        if isinstance(p, dict)
     ]
     return "\n".join(
         [
@@ -260,8 +267,23 @@ def render_schema(results: dict[str, Any]) -> str:
                     "crashes",
                     "compile ms p50",
                     "p95",
+                    "p99",
+                    "max",
                 ],
                 totals,
+            ),
+            *(
+                [
+                    "",
+                    "Time to first mask (ms) over the schemas guided and each peer both compile "
+                    "(per-engine percentiles above compare different sets of schemas):",
+                    "",
+                    markdown_table(
+                        ["peer", "schemas", "engine", "p50", "p95", "p99", "max"], pairs
+                    ),
+                ]
+                if pairs
+                else []
             ),
         ]
     )
@@ -293,7 +315,7 @@ def conditions(results: dict[str, Any]) -> str:
         f"before, {fmt(one_minute(load.get('after')))} after; other work on a shared machine "
         f"inflates times); vocabularies: {vocabs}."
     )
-    source = index.get("guided_json_regexes")
+    source = index.get("guided_json_path")
     if source:
         note += f" guided's JSON workloads were compiled from {source}."
     return note

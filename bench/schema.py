@@ -8,7 +8,9 @@ declared order (``guided check``'s reading of it; every engine here fixes member
 schema's). An engine passes a schema when it compiles it, accepts every valid instance and rejects
 every invalid one. The table counts, per subset and in total: schemas compiled, schemas passing,
 invalid instances wrongly accepted, valid instances wrongly rejected, compile timeouts and crashes,
-and the median/p95 compile time.
+and the compile time (schema text to first mask) at p50, p95, p99 and its maximum; then the same
+percentiles for guided and each peer over the schemas both compile, and guided's slowest schemas
+among those llguidance compiles.
 
 All engines run over the same byte-level vocabulary (256 single-byte tokens and an EOS), so the
 verdicts are the engines' languages, not accidents of one tokenizer, and the compile time is the
@@ -330,6 +332,8 @@ class Tally:
             self.crashes,
             median(ms) if ms else float("nan"),
             percentile(ms, 95),
+            percentile(ms, 99),
+            max(ms) if ms else float("nan"),
         ]
 
 
@@ -345,7 +349,54 @@ HEADERS = [
     "crashes",
     "compile ms p50",
     "p95",
+    "p99",
+    "max",
 ]
+
+PAIR_HEADERS = ["peer", "schemas both compile", "engine", "p50", "p95", "p99", "max"]
+
+
+def ttfm_pairs(records: list[dict[str, Any]], engines: list[str]) -> list[list[Any]]:
+    """Time to first mask of guided and of each peer over the schemas both compile: per-engine
+    percentiles over different sets would compare different schemas."""
+    compiled: dict[str, dict[str, float]] = {}
+    for r in records:
+        if r["status"] == "compiled":
+            compiled.setdefault(r["engine"], {})[r["id"]] = r["compile_s"] * 1e3
+    rows: list[list[Any]] = []
+    mine = compiled.get("guided", {})
+    for peer in engines:
+        if peer == "guided" or peer not in compiled:
+            continue
+        both = sorted(set(mine) & set(compiled[peer]))
+        for engine, times in (("guided", mine), (peer, compiled[peer])):
+            ms = [times[i] for i in both]
+            rows.append(
+                [
+                    peer,
+                    len(both),
+                    engine,
+                    median(ms) if ms else float("nan"),
+                    percentile(ms, 95),
+                    percentile(ms, 99),
+                    max(ms) if ms else float("nan"),
+                ]
+            )
+    return rows
+
+
+def slowest(
+    records: list[dict[str, Any]], reference: str, threshold_ms: float, count: int
+) -> list[str]:
+    """guided's slowest first masks above `threshold_ms` among the schemas `reference` compiles."""
+    theirs = {r["id"] for r in records if r["engine"] == reference and r["status"] == "compiled"}
+    mine = [
+        r
+        for r in records
+        if r["engine"] == "guided" and r["id"] in theirs and r["compile_s"] * 1e3 > threshold_ms
+    ]
+    mine.sort(key=lambda r: -r["compile_s"])
+    return [f"{r['compile_s'] * 1e3:9.0f} ms  {r['id']} ({r['status']})" for r in mine[:count]]
 
 
 def progress(cases: list[Case]) -> Iterator[Case]:
@@ -410,12 +461,25 @@ def main() -> None:
             if (subset, engine) in tallies:
                 rows.append(tallies[subset, engine].row(subset, engine))
     print(table(HEADERS, rows))
+    pairs = ttfm_pairs(records, args.engines)
+    if pairs:
+        print("\nTime to first mask (ms) on the schemas guided and each peer both compile")
+        print(table(PAIR_HEADERS, pairs))
+    if "llguidance" in args.engines and "guided" in args.engines:
+        slow = slowest(records, "llguidance", 250.0, 10)
+        print(f"\nguided above 250 ms on schemas llguidance compiles: {len(slow)} of the worst ten")
+        print("\n".join("  " + line for line in slow))
     for engine, lines in failures.items():
         if lines:
             print(f"\n{engine}: {len(lines)} schemas wrong, timed out or crashed; first few:")
             print("\n".join("  " + line for line in lines[: args.failures]))
     path = write_results(
-        "schema", {"rows": [dict(zip(HEADERS, r)) for r in rows], "schemas": records}
+        "schema",
+        {
+            "rows": [dict(zip(HEADERS, r)) for r in rows],
+            "ttfm_pairs": [dict(zip(PAIR_HEADERS, r)) for r in pairs],
+            "schemas": records,
+        },
     )
     print(f"\nwrote {path}")
 

@@ -168,13 +168,27 @@ RESULTS: dict[str, Any] = {
                 "crashes": cr,
                 "compile ms p50": ms,
                 "p95": ms * 10,
+                "p99": ms * 20,
+                "max": ms * 40,
             }
             for s in ("Glaiveai2K", "total")
             for e, c, p, ia, vr, cr, ms in (
                 ("guided", 75, 74, 0, 1, 0, 12.5),
                 ("xgrammar", 73, 70, 3, 0, 2, 4.0),
             )
-        ]
+        ],
+        "ttfm_pairs": [
+            {
+                "peer": "xgrammar",
+                "schemas both compile": 72,
+                "engine": e,
+                "p50": ms,
+                "p95": ms * 3,
+                "p99": ms * 5,
+                "max": ms * 7,
+            }
+            for e, ms in (("guided", 1.5), ("xgrammar", 3.25))
+        ],
     },
 }
 
@@ -190,7 +204,9 @@ def test_bench_tables_carry_the_recorded_numbers() -> None:
     assert "| guided | warm | 0.0307 | 0.0205 | 1.50 |" in section
     assert "| uuid | 38 | 5 | 0.0835 |" in section
     assert "| Glaiveai2K | 75 | 74 | 70 |" in section
-    assert "| xgrammar | 75 | 73 | 70 | 3 | 0 | 0 | 2 | 4.00 | 40.0 |" in section
+    assert "| xgrammar | 75 | 73 | 70 | 3 | 0 | 0 | 2 | 4.00 | 40.0 | 80.0 | 160 |" in section
+    assert "| xgrammar | 72 | guided | 1.50 | 4.50 | 7.50 | 10.5 |" in section
+    assert "| xgrammar | 72 | xgrammar | 3.25 | 9.75 | 16.2 | 22.8 |" in section
     assert "2 CPUs (load average 1.50 before, 2.25 after" in section
     assert "outlines-core rejected token 12" in section
 
