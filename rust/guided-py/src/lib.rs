@@ -8,6 +8,13 @@
 
 use pyo3::prelude::*;
 
+/// The extension's allocator. Compiling a JSON Schema builds and drops many small expression
+/// nodes, and glibc's malloc spent half of the time to first mask on them; mimalloc's
+/// thread-local free lists cost a fraction of that. Memory given back by the core still returns to
+/// the system (mimalloc releases freed pages), so `IndexCache` eviction keeps its meaning.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod dfa;
 mod errors;
 mod index;
