@@ -659,21 +659,18 @@ impl TokenIndex {
                 match self.slice_move(i, last)? {
                     Advance::Mixed => continue 'slices,
                     Advance::To(DEAD) => {
-                        let chars = chain.len() - 1;
-                        let walk_long = false;
                         return Ok(Some(SliceFit {
                             slice: i,
-                            chars,
-                            walk_long,
+                            chars: chain.len() - 1,
+                            walk_long: false,
                         }));
                     }
+                    // A loop: every member fits.
                     Advance::To(t) if chain.contains(&t) => {
-                        // A loop: every member fits.
-                        let (chars, walk_long) = (usize::MAX, false);
                         return Ok(Some(SliceFit {
                             slice: i,
-                            chars,
-                            walk_long,
+                            chars: usize::MAX,
+                            walk_long: false,
                         }));
                     }
                     Advance::To(t) => chain.push(t),
