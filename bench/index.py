@@ -924,7 +924,7 @@ def check_workload(loaded: peers.Loaded, w: Workload, tokens: list[int]) -> None
     if w.schema is not None:
         import jsonschema
 
-        jsonschema.validate(json.loads(w.text), w.schema, format_checker=None)
+        jsonschema.validate(json.loads(w.text), w.schema)
         index = guided.TokenIndex.from_json_schema(w.schema, loaded.vocab)
     elif re.fullmatch(w.regex, w.text) is None:
         raise SystemExit(f"{loaded.name}/{w.name}: the driven text does not match its regex")

@@ -617,22 +617,12 @@ impl TokenIndex {
             let slice = &self.tries.slices()[fit.slice];
             slice.add_members_within(fit.chars, set);
             if fit.walk_long {
-                for id in slice.long_members() {
-                    let Some(bytes) = self.vocab.token_bytes(id) else {
-                        continue;
-                    };
-                    let mut s = state;
-                    for &b in bytes {
-                        s = step(s, b);
-                        if s == DEAD {
-                            break;
-                        }
-                    }
-                    if s != DEAD {
+                slice
+                    .long_members()
+                    .walk(state, DEAD, &mut step, |id, next| {
                         set.insert(id);
-                        visit(id, s);
-                    }
-                }
+                        visit(id, next);
+                    });
             }
             trie = slice.rest();
         }
@@ -701,6 +691,7 @@ impl TokenIndex {
         };
         let advance = match attempt {
             Some(advance) => advance,
+            // A row is missing: follow the characters again with the right to build rows.
             None => {
                 let mut m = write(&self.machine);
                 let mut failure = None;
@@ -711,15 +702,11 @@ impl TokenIndex {
                         None
                     }
                 });
-                match (advance, failure) {
-                    (_, Some(e)) => return Err(e),
-                    (Some(advance), None) => advance,
-                    (None, None) => {
-                        return Err(Error::Invalid(
-                            "a slice move stopped without a missing row".into(),
-                        ))
-                    }
+                if let Some(e) = failure {
+                    return Err(e);
                 }
+                // Every step answers once it may build rows, so the move is known.
+                advance.unwrap_or(Advance::Mixed)
             }
         };
         write(&self.moves).set(slice, state, advance);

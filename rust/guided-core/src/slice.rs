@@ -37,7 +37,8 @@ use crate::trie::TokenTrie;
 use crate::vocab::Vocabulary;
 
 /// Member lengths (in characters) up to which [`Slice`] keeps one precomputed set per length;
-/// longer members, a few hundred in real vocabularies, are listed one by one.
+/// longer members, a few hundred in real vocabularies, are listed, and kept in a trie of their
+/// own for states that must walk them.
 pub const DENSE_CHARS: usize = 16;
 
 /// Where a slice's characters lead from a state ([`Slice::advance`]).
@@ -59,6 +60,8 @@ pub struct Slice {
     within: Vec<TokenSet>,
     /// Members longer than [`DENSE_CHARS`] characters: `(characters, id)`, sorted.
     long: Vec<(u32, u32)>,
+    /// The same members as a trie, for a walk.
+    long_trie: TokenTrie,
     max_chars: usize,
     rest: TokenTrie,
 }
@@ -100,12 +103,17 @@ impl Slice {
             this[0].union_with(&shorter[n - 1]);
         }
         long.sort_unstable();
+        let long_trie = TokenTrie::new(
+            long.iter()
+                .filter_map(|&(_, id)| Some((id, vocab.token_bytes(id)?))),
+        );
         Ok(Slice {
             name,
             one_char,
             members,
             within,
             long,
+            long_trie,
             max_chars,
             rest: TokenTrie::new(rest),
         })
@@ -138,9 +146,9 @@ impl Slice {
         }
     }
 
-    /// The members longer than [`DENSE_CHARS`] characters, shortest first.
-    pub fn long_members(&self) -> impl Iterator<Item = u32> + '_ {
-        self.long.iter().map(|&(_, id)| id)
+    /// The members longer than [`DENSE_CHARS`] characters, as a trie.
+    pub fn long_members(&self) -> &TokenTrie {
+        &self.long_trie
     }
 
     /// The trie of every other token.
@@ -207,6 +215,7 @@ impl Slice {
                 .map(TokenSet::memory_bytes)
                 .sum::<usize>()
             + self.long.capacity() * 8
+            + self.long_trie.memory_bytes()
             + self.rest.memory_bytes()
             + self.one_char.memory_bytes()
     }
