@@ -722,6 +722,28 @@ impl Builder {
         self.shared_as_rules && !s.is_pinned() && s.anchors() == (false, false)
     }
 
+    /// Whether `h` holds a shared node this construction calls as a rule ([`Builder::shared_rule`])
+    /// outside the operands of intersections and complements (which are automata whatever they
+    /// hold). A long counted repetition of such an expression is better expanded in copies that
+    /// call the rule than built as one automaton: that automaton would determinize the very
+    /// shared languages a lazy construction exists to leave alone (arrays of 256 objects with
+    /// strings of 32,767 characters took seconds to be refused by the state limit).
+    fn calls_shared_rule(&self, h: &Hir) -> bool {
+        if !self.shared_as_rules {
+            return false;
+        }
+        let mut stack = vec![h];
+        while let Some(h) = stack.pop() {
+            match h {
+                Hir::Shared(s) if self.shared_rule(s) => return true,
+                Hir::Concat(v) | Hir::Alternation(v) => stack.extend(v),
+                Hir::Repeat { sub, .. } => stack.push(sub),
+                _ => {}
+            }
+        }
+        false
+    }
+
     fn literal(&mut self, bytes: &[u8]) -> Result<Frag> {
         self.reserve(bytes.len().max(1))?;
         let mut acc: Option<Frag> = None;
@@ -798,6 +820,7 @@ impl Builder {
         if copies >= COUNTED_MIN_COPIES
             && sub.anchors() == (false, false)
             && !(self.grammar.is_some() && sub.has_calls())
+            && !self.calls_shared_rule(sub)
         {
             match self.automaton(sub, Anchors::WHOLE_TEXT) {
                 Ok(dfa) if dfa.matches_nothing() => {

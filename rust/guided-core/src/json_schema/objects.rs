@@ -258,6 +258,9 @@ impl<'a> Compiler<'a> {
         if max.is_some_and(|m| m < n_req) {
             return Ok(Lang::nothing());
         }
+        // The extras stand in up to three places of the body; their key language (every name
+        // but the declared ones) is large, so it is held once.
+        let extras = extras.map(|e| self.barrier(e));
         let (body, empty_ok) = build_body(&members, extras.as_ref(), &sep, extra_bounds);
         let inner = if empty_ok && extra_bounds.is_none_or(|(lo, _)| lo == 0) {
             Hir::optional(Hir::concat([body, self.ws.clone()]))

@@ -32,6 +32,7 @@
 
 use super::digits::{fixed_width_range, hex_digit};
 use crate::regex::{ClassSet, Hir, Look, MAX_CODE_POINT};
+use std::sync::LazyLock;
 
 /// Code points JSON lets stand raw in a string: all but `"`, `\`, the C0 controls and surrogates.
 fn raw_set() -> ClassSet {
@@ -70,8 +71,35 @@ fn short_escape(c: u32) -> Option<char> {
     })
 }
 
+/// Code points from DEL up (surrogates aside): every one is spelled raw or as a `\u` escape, and
+/// most large classes hold all of them.
+fn upper_set() -> ClassSet {
+    ClassSet::from_ranges([(0x7F, 0xD7FF), (0xE000, MAX_CODE_POINT)])
+}
+
+/// The spellings of [`upper_set`], one pinned node for the process.
+///
+/// A class that leaves out a few ASCII characters (`[^"]`, or "any character but the ones that
+/// continue a declared name", at every node of a trie of names) spells its non-ASCII part exactly
+/// like every other such class: raw UTF-8 of a million code points and the hex escapes of the
+/// Basic Multilingual Plane and of surrogate pairs, about a hundred automaton states. Spelled in
+/// place it would be repeated per class; held here, every class refers to one automaton, built
+/// once per process.
+static UPPER_SPELLINGS: LazyLock<Hir> =
+    LazyLock::new(|| Hir::shared(encode_plain_class(&upper_set())).pinned());
+
 /// The JSON spellings (inside the quotes) of every code point in `set`.
 fn encode_class(set: &ClassSet) -> Hir {
+    let upper = upper_set();
+    if set.intersect(&upper) == upper {
+        let below = set.difference(&upper);
+        return Hir::alternation([encode_plain_class(&below), UPPER_SPELLINGS.clone()]);
+    }
+    encode_plain_class(set)
+}
+
+/// [`encode_class`], spelled out in full.
+fn encode_plain_class(set: &ClassSet) -> Hir {
     let raw = set.intersect(&raw_set());
     let shorts: Vec<(u32, u32)> = [0x22, 0x5C, 0x2F, 0x08, 0x0C, 0x0A, 0x0D, 0x09]
         .into_iter()
@@ -187,33 +215,54 @@ pub(crate) fn canonical_text(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| format!("{s:?}"))
 }
 
-/// Any string value except the given ones, as a trie: at each node the string may end (unless that
-/// is one of the words), continue into a child, or leave the trie for good.
+/// Any string value except the given ones, as two tries over the words: the strings that end
+/// inside the trie (a proper prefix of some word that is not itself a word), and the strings that
+/// leave it, at some node, by a character none of the words continues with, followed by anything.
+///
+/// A single trie whose every node says "end here, go on into a child, or leave for good" is the
+/// same language, but it copies "anything" once per node. That copy is the expensive part once
+/// spelled as JSON (every escape form of every character, a few hundred automaton states), and an
+/// object of a hundred declared names with other members allowed has a few thousand nodes: the
+/// copies were most of its automaton. Here "anything" occurs once, after the leaving trie, and a
+/// node costs its class of leaving characters alone.
 pub(crate) fn strings_except(words: &[&str]) -> Hir {
-    fn node(words: &[Vec<char>], depth: usize) -> Hir {
-        let ends_here = words.iter().any(|w| w.len() == depth);
-        let mut children: Vec<char> = words
-            .iter()
-            .filter(|w| w.len() > depth)
-            .map(|w| w[depth])
-            .collect();
-        children.sort_unstable();
-        children.dedup();
+    /// The words that continue past `depth`, by the character they continue with, in order.
+    fn children(words: &[Vec<char>], depth: usize) -> Vec<(char, Vec<Vec<char>>)> {
+        let mut out: Vec<(char, Vec<Vec<char>>)> = Vec::new();
+        let mut longer: Vec<&Vec<char>> = words.iter().filter(|w| w.len() > depth).collect();
+        longer.sort_by_key(|w| w[depth]);
+        for w in longer {
+            match out.last_mut() {
+                Some((c, group)) if *c == w[depth] => group.push(w.clone()),
+                _ => out.push((w[depth], vec![w.clone()])),
+            }
+        }
+        out
+    }
+    /// Proper prefixes of the words that are not words themselves.
+    fn ending(words: &[Vec<char>], depth: usize) -> Hir {
         let mut alts = Vec::new();
-        if !ends_here {
+        if !words.iter().any(|w| w.len() == depth) {
             alts.push(Hir::Empty);
         }
-        let others = ClassSet::from_ranges(children.iter().map(|&c| (c as u32, c as u32))).negate();
-        alts.push(Hir::concat([Hir::class(others), any_value()]));
-        for c in children {
-            let sub: Vec<Vec<char>> = words
-                .iter()
-                .filter(|w| w.len() > depth && w[depth] == c)
-                .cloned()
-                .collect();
+        for (c, sub) in children(words, depth) {
             alts.push(Hir::concat([
                 Hir::literal(c.encode_utf8(&mut [0; 4])),
-                node(&sub, depth + 1),
+                ending(&sub, depth + 1),
+            ]));
+        }
+        Hir::alternation(alts)
+    }
+    /// A prefix of the words, then one character that no word continues with.
+    fn leaving(words: &[Vec<char>], depth: usize) -> Hir {
+        let next = children(words, depth);
+        let others =
+            ClassSet::from_ranges(next.iter().map(|&(c, _)| (c as u32, c as u32))).negate();
+        let mut alts = vec![Hir::class(others)];
+        for (c, sub) in next {
+            alts.push(Hir::concat([
+                Hir::literal(c.encode_utf8(&mut [0; 4])),
+                leaving(&sub, depth + 1),
             ]));
         }
         Hir::alternation(alts)
@@ -222,7 +271,10 @@ pub(crate) fn strings_except(words: &[&str]) -> Hir {
         return any_value();
     }
     let words: Vec<Vec<char>> = words.iter().map(|w| w.chars().collect()).collect();
-    node(&words, 0)
+    Hir::alternation([
+        ending(&words, 0),
+        Hir::concat([leaving(&words, 0), any_value()]),
+    ])
 }
 
 /// Fewest and most code points a value language's strings have (`None`: unbounded).
@@ -482,6 +534,42 @@ mod tests {
             ("c", true),
         ] {
             assert_eq!(matches(&h, s), ok, "{s}");
+        }
+    }
+
+    #[test]
+    fn strings_except_agrees_with_membership_on_every_short_string() {
+        let alphabet = ['a', 'b', 'é', '"'];
+        let mut texts = vec![String::new()];
+        for len in 1..=4 {
+            let shorter: Vec<String> = texts
+                .iter()
+                .filter(|t| t.chars().count() == len - 1)
+                .cloned()
+                .collect();
+            for t in shorter {
+                for c in alphabet {
+                    texts.push(format!("{t}{c}"));
+                }
+            }
+        }
+        let word_sets: &[&[&str]] = &[
+            &[""],
+            &["a"],
+            &["", "ab", "abé"],
+            &["aa", "ab", "ba", "bb"],
+            &["é\"", "éa", "a"],
+            &["abab", "aba", "b"],
+        ];
+        for words in word_sets {
+            let h = strings_except(words);
+            for t in &texts {
+                assert_eq!(
+                    matches(&h, t),
+                    !words.contains(&t.as_str()),
+                    "{words:?} {t:?}"
+                );
+            }
         }
     }
 
