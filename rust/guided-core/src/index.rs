@@ -934,6 +934,41 @@ mod tests {
     }
 
     #[test]
+    fn long_counts_of_shared_parts_are_calls_with_exact_masks() {
+        // An array-like count of a shared part: the lazy construction calls the part's rule
+        // from each copy instead of determinizing the repetition whole.
+        let item = Hir::shared(parse("(ab|ba)+x").unwrap());
+        let hir = Hir::repeat(Hir::concat([Hir::literal(","), item]), 2, Some(40));
+        let nfa = Nfa::for_lazy(&hir, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        assert!(nfa.automata().is_empty(), "{} automata built", nfa.automata().len());
+        assert_eq!(nfa.rules().len(), 1);
+
+        let v = vocab(&[",", "ab", "ba", "x", ",ab", "x,", "abx"], 7);
+        let trie = Arc::new(TokenIndex::tries_for(&v).unwrap());
+        let idx = TokenIndex::from_hir(&hir, Arc::clone(&v), trie, &IndexConfig::default())
+            .expect("index");
+        let dfa = Dfa::from_hir(&hir, &DfaConfig::default()).unwrap();
+        let walk = [",ab", "x,", "ba", "x", ",", "abx", ",ab", "x"];
+        let (mut state, mut s) = (idx.initial_state(), dfa.start());
+        for (step, token) in walk.iter().enumerate() {
+            let mut want = Vec::new();
+            for id in 0..v.len() as u32 {
+                let accepted = match v.token_bytes(id) {
+                    None => dfa.is_accepting(s),
+                    Some(bytes) => bytes.iter().fold(s, |t, &b| dfa.next_state(t, b)) != 0,
+                };
+                if accepted {
+                    want.push(id);
+                }
+            }
+            assert_eq!(idx.mask(state).unwrap().ids(), want, "after {:?}", &walk[..step]);
+            state = idx.next_state(state, v_id(&v, token)).unwrap();
+            s = token.bytes().fold(s, |t, b| dfa.next_state(t, b));
+        }
+        assert!(dfa.is_accepting(s) && idx.mask(state).unwrap().ids().contains(&7));
+    }
+
+    #[test]
     fn lazy_states_without_a_future_are_dead() {
         // Neither pattern matches anything past its first byte; a lazy automaton must know.
         let v = vocab(&["a", "b", "ab"], 3);
