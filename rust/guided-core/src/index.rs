@@ -940,7 +940,11 @@ mod tests {
         let item = Hir::shared(parse("(ab|ba)+x").unwrap());
         let hir = Hir::repeat(Hir::concat([Hir::literal(","), item]), 2, Some(40));
         let nfa = Nfa::for_lazy(&hir, &NfaConfig::default(), &DfaConfig::default()).unwrap();
-        assert!(nfa.automata().is_empty(), "{} automata built", nfa.automata().len());
+        assert!(
+            nfa.automata().is_empty(),
+            "{} automata built",
+            nfa.automata().len()
+        );
         assert_eq!(nfa.rules().len(), 1);
 
         let v = vocab(&[",", "ab", "ba", "x", ",ab", "x,", "abx"], 7);
@@ -961,7 +965,12 @@ mod tests {
                     want.push(id);
                 }
             }
-            assert_eq!(idx.mask(state).unwrap().ids(), want, "after {:?}", &walk[..step]);
+            assert_eq!(
+                idx.mask(state).unwrap().ids(),
+                want,
+                "after {:?}",
+                &walk[..step]
+            );
             state = idx.next_state(state, v_id(&v, token)).unwrap();
             s = token.bytes().fold(s, |t, b| dfa.next_state(t, b));
         }

@@ -9,10 +9,16 @@
 //!
 //! `oneOf` is exactly-one. When its branches are provably pairwise disjoint (different types, no
 //! common constant, a required discriminator property with different constants, a name one branch
-//! requires and the other forbids) that is the same as `anyOf`. Otherwise branch `i` becomes
-//! `A_i ∧ ¬A_j` for every `j` not provably disjoint from it: the symmetric-difference construction,
-//! exact, at the price of complements. `coerce_one_of` trades that exactness for `anyOf`, with a
-//! warning.
+//! requires and the other forbids or leaves out of a closed object) that is the same as `anyOf`.
+//! Otherwise branch `i` becomes `A_i ∧ ¬A_j` for every `j` not provably disjoint from it: the
+//! symmetric-difference construction, exact, at the price of complements, which are the costliest
+//! automata a schema can ask for (a complement of an object language is determinized whole). So the
+//! proofs work hard to avoid them, in two ways. The branches need only be disjoint where the rest
+//! of the conjunction holds: a discriminator the enclosing schema requires, or a type it allows,
+//! counts for the branches too. And a type every value of which two branches admit (the non-object
+//! values, for branches that only say things about objects) has no value that satisfies exactly
+//! one branch, so it is taken out of every branch before they are compared. `coerce_one_of` trades
+//! exactness for `anyOf`, with a warning.
 //!
 //! `not` is a complement (compiled in `compile`), but many negations are simple facts about the
 //! conjunction and are folded into it instead, which keeps complements out of the output: `not` of
@@ -26,10 +32,14 @@ use std::rc::Rc;
 use serde_json::Value;
 
 use super::compile::{BranchKind, Branching, Compiler, Ctx, Flat, Part};
-use super::keywords::{constrains, scalars, Types, CONSTRAINTS};
+use super::keywords::{constrained_types, constrains, scalars, Types, CONSTRAINTS};
+use super::matcher::matches;
 use super::resolve::SchemaRef;
+use super::strings::pattern_value;
 use super::values::json_equal;
+use crate::dfa::{Dfa, DfaConfig};
 use crate::error::Result;
+use crate::regex::Hir;
 
 /// The outcome of folding a `not` into the conjunction.
 pub(crate) enum Folded {
@@ -41,24 +51,113 @@ pub(crate) enum Folded {
     No,
 }
 
-/// What the disjointness proofs know about a branch.
+/// What the disjointness proofs know about a branch, the rest of the conjunction included.
 struct Signature<'a> {
-    types: Types,
-    values: Option<Vec<&'a Value>>,
-    /// Constants a property's value is restricted to.
-    props: Vec<(Rc<str>, Vec<&'a Value>)>,
+    /// The value's own type and constants.
+    value: Facts<'a>,
+    /// The same facts about each property's value, by name.
+    props: Vec<(Rc<str>, Facts<'a>)>,
     required: HashSet<Rc<str>>,
     forbidden: HashSet<Rc<str>>,
-    /// Names an object may have at all, when `additionalProperties: false` closes it.
-    closed: Option<HashSet<Rc<str>>>,
+    /// The names each `additionalProperties: false` lets an object have.
+    closings: Vec<Closing>,
 }
+
+/// What a conjunction of schemas says about one value: its types, the constants it is restricted
+/// to, and the `pattern`s its strings must match.
+struct Facts<'a> {
+    types: Types,
+    values: Option<Vec<&'a Value>>,
+    patterns: Vec<&'a str>,
+}
+
+impl<'a> Facts<'a> {
+    /// The facts of the conjunction of `schemas`. A malformed schema is reported when it is
+    /// compiled; here it just proves nothing.
+    fn of(schemas: &[SchemaRef<'a>]) -> Facts<'a> {
+        match scalars(schemas) {
+            Ok(sc) => Facts {
+                types: sc.types,
+                values: sc.values,
+                patterns: sc.patterns.into_iter().map(|(p, _)| p).collect(),
+            },
+            Err(_) => Facts {
+                types: Types::ALL,
+                values: None,
+                patterns: Vec::new(),
+            },
+        }
+    }
+
+    /// Whether no value satisfies both.
+    fn disjoint(&self, other: &Facts<'_>) -> bool {
+        let common = self.types.and(other.types);
+        if common.is_empty() {
+            return true;
+        }
+        let admits = |vals: &[&Value], types: Types| {
+            vals.iter().any(|v| {
+                let t = Types::of(v);
+                types.has(t) || (t == Types::INT && types.has(Types::FRAC))
+            })
+        };
+        match (&self.values, &other.values) {
+            (Some(x), Some(y)) if !x.iter().any(|v| y.iter().any(|w| json_equal(v, w))) => {
+                return true
+            }
+            (Some(x), _) if !admits(x, other.types) => return true,
+            (_, Some(y)) if !admits(y, self.types) => return true,
+            _ => {}
+        }
+        common.minus(Types::STR).is_empty()
+            && !(self.patterns.is_empty() || other.patterns.is_empty())
+            && patterns_disjoint(self.patterns.iter().chain(&other.patterns))
+    }
+}
+
+/// Whether no string matches all of `patterns` (unanchored, ECMA-262), proved by building their
+/// intersection as an automaton, within a small state budget: patterns that do not parse, or
+/// whose product is past the budget, prove nothing.
+fn patterns_disjoint<'p>(patterns: impl Iterator<Item = &'p &'p str>) -> bool {
+    let Ok(langs) = patterns
+        .map(|p| pattern_value(p))
+        .collect::<std::result::Result<Vec<Hir>, String>>()
+    else {
+        return false;
+    };
+    let config = DfaConfig {
+        max_states: PATTERN_PROOF_STATES,
+    };
+    Dfa::from_hir(&Hir::intersection(langs), &config).is_ok_and(|d| d.matches_nothing())
+}
+
+/// The state budget of [`patterns_disjoint`]'s automaton.
+const PATTERN_PROOF_STATES: usize = 2_000;
+
+/// The names one schema with `additionalProperties: false` allows: those it declares and those
+/// its `patternProperties` patterns match.
+#[derive(Clone)]
+struct Closing {
+    names: HashSet<Rc<str>>,
+    /// The patterns, as languages of decoded names.
+    patterns: Vec<Hir>,
+}
+
+impl Closing {
+    fn allows(&self, name: &str) -> bool {
+        self.names.contains(name) || self.patterns.iter().any(|p| matches(p, name))
+    }
+}
+
+/// How deep [`Compiler::whole_types`] follows `$ref` and `allOf` before it claims nothing.
+const MAX_WHOLE_TYPES_DEPTH: usize = 8;
 
 impl<'a> Compiler<'a> {
     /// The alternatives a branching distributes into.
     pub(crate) fn alternatives(
         &mut self,
         b: &Branching<'a>,
-        _flat: &Flat<'a>,
+        flat: &Flat<'a>,
         _ctx: &Ctx<'a>,
     ) -> Result<Vec<Vec<Part<'a>>>> {
         match b.kind {
@@ -84,14 +183,25 @@ impl<'a> Compiler<'a> {
                         _ => None,
                     })
                     .collect();
+                // A type every value of which two branches admit has no value that satisfies
+                // exactly one of them.
+                let (mut once, mut twice) = (Types::NONE, Types::NONE);
+                for s in &schemas {
+                    let whole = self.whole_types(s, 0);
+                    twice = twice.or(once.and(whole));
+                    once = once.or(whole);
+                }
                 let sigs: Vec<Signature<'a>> = schemas
                     .iter()
-                    .map(|s| self.signature(s))
-                    .collect::<Result<_>>()?;
+                    .map(|s| self.signature(s, flat, twice))
+                    .collect();
                 let mut out = Vec::new();
                 let mut overlapping = false;
                 for (i, s) in schemas.iter().enumerate() {
                     let mut alt = vec![Part::Schema(s.clone())];
+                    if !twice.is_empty() {
+                        alt.push(Part::Exclude(twice));
+                    }
                     for (j, t) in schemas.iter().enumerate() {
                         if i != j && !disjoint(&sigs[i], &sigs[j]) {
                             overlapping = true;
@@ -149,28 +259,75 @@ impl<'a> Compiler<'a> {
         out
     }
 
-    fn signature(&self, s: &SchemaRef<'a>) -> Result<Signature<'a>> {
-        if s.value == &Value::Bool(false) {
-            return Ok(Signature {
-                types: Types::NONE,
-                values: None,
-                props: Vec::new(),
-                required: HashSet::new(),
-                forbidden: HashSet::new(),
-                closed: None,
-            });
-        }
-        let schemas = self.merged(s);
-        // A malformed branch is reported when it is compiled; here it just proves nothing.
-        let sc = scalars(&schemas).ok();
-        let mut sig = Signature {
-            types: sc.as_ref().map_or(Types::ALL, |sc| sc.types),
-            values: sc.and_then(|sc| sc.values),
-            props: Vec::new(),
-            required: HashSet::new(),
-            forbidden: HashSet::new(),
-            closed: None,
+    /// The types all of whose values `s` admits: every type its `type` keywords allow that no
+    /// type-specific keyword of it constrains. A lower bound: a keyword this cannot read through
+    /// (`enum`, `not`, `anyOf`, `if`, an unresolvable or deeply nested `$ref`) admits no whole
+    /// type here.
+    fn whole_types(&self, s: &SchemaRef<'a>, depth: usize) -> Types {
+        let obj = match s.value {
+            Value::Bool(true) => return Types::ALL,
+            Value::Object(o) if depth <= MAX_WHOLE_TYPES_DEPTH => o,
+            _ => return Types::NONE,
         };
+        let mut out = Types::ALL;
+        if let Some(r) = obj.get("$ref") {
+            match r.as_str().and_then(|r| self.doc.resolve(s, r).ok()) {
+                Some(t) => out = out.and(self.whole_types(&t, depth + 1)),
+                None => return Types::NONE,
+            }
+            if s.draft.ref_overrides_siblings() {
+                return out;
+            }
+        }
+        for (k, v) in obj {
+            out = match k.as_str() {
+                "$ref" => out,
+                // Draft 4 reads `integer` by the spelling (`1.0` is not one), so an integer
+                // type is never claimed whole.
+                "type" => Types::from_keyword(v).map_or(Types::NONE, |t| {
+                    let t = if t.has(Types::FRAC) {
+                        t
+                    } else {
+                        t.minus(Types::INT)
+                    };
+                    out.and(t)
+                }),
+                "allOf" => match v.as_array() {
+                    Some(subs) => subs.iter().enumerate().fold(out, |acc, (i, x)| {
+                        let sub = s.child(x, &["allOf", &i.to_string()]);
+                        acc.and(self.whole_types(&sub, depth + 1))
+                    }),
+                    None => Types::NONE,
+                },
+                k => match constrained_types(k) {
+                    Some(t) => out.minus(t),
+                    None if CONSTRAINTS.contains(&k) => Types::NONE,
+                    None => out,
+                },
+            };
+        }
+        out
+    }
+
+    /// The facts of branch `s` where the rest of the conjunction, `flat`, holds too (the
+    /// branches of a `oneOf` need only be disjoint there), with the `excluded` types left out.
+    fn signature(&self, s: &SchemaRef<'a>, flat: &Flat<'a>, excluded: Types) -> Signature<'a> {
+        let mut schemas = self.merged(s);
+        schemas.extend(flat.schemas.iter().cloned());
+        let mut sig = Signature {
+            value: Facts::of(&schemas),
+            props: Vec::new(),
+            required: flat.required.iter().cloned().collect(),
+            forbidden: flat.forbidden.iter().cloned().collect(),
+            closings: Vec::new(),
+        };
+        let excluded = excluded.or(flat.excluded_types.unwrap_or(Types::NONE));
+        sig.value.types = if s.value == &Value::Bool(false) {
+            Types::NONE
+        } else {
+            sig.value.types.minus(excluded)
+        };
+        let mut prop_schemas: Vec<(Rc<str>, Vec<SchemaRef<'a>>)> = Vec::new();
         for m in &schemas {
             for r in m
                 .get("required")
@@ -188,28 +345,35 @@ impl<'a> Compiler<'a> {
                     sig.forbidden.insert(Rc::from(name.as_str()));
                     continue;
                 }
-                let ps = self.merged(&m.child(p, &["properties", name]));
-                if let Ok(psc) = scalars(&ps) {
-                    if let Some(vals) = psc.values {
-                        sig.props.push((Rc::from(name.as_str()), vals));
-                    }
+                let merged = self.merged(&m.child(p, &["properties", name]));
+                match prop_schemas.iter_mut().find(|(n, _)| n.as_ref() == name) {
+                    Some((_, list)) => list.extend(merged),
+                    None => prop_schemas.push((Rc::from(name.as_str()), merged)),
                 }
             }
-            if m.get("additionalProperties") == Some(&Value::Bool(false))
-                && m.get("patternProperties").is_none()
-            {
-                let names: HashSet<Rc<str>> = props
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, _)| Rc::from(k.as_str()))
-                    .collect();
-                sig.closed = Some(match sig.closed.take() {
-                    None => names,
-                    Some(prev) => prev.intersection(&names).cloned().collect(),
-                });
+            if m.get("additionalProperties") == Some(&Value::Bool(false)) {
+                let patterns = match m.get("patternProperties") {
+                    None => Some(Vec::new()),
+                    Some(Value::Object(pp)) => pp.keys().map(|p| pattern_value(p).ok()).collect(),
+                    Some(_) => None,
+                };
+                // A pattern that does not parse is reported when the object is compiled; here
+                // the closing just proves nothing.
+                if let Some(patterns) = patterns {
+                    let names = props
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, _)| Rc::from(k.as_str()))
+                        .collect();
+                    sig.closings.push(Closing { names, patterns });
+                }
             }
         }
-        Ok(sig)
+        sig.props = prop_schemas
+            .into_iter()
+            .map(|(name, list)| (name, Facts::of(&list)))
+            .collect();
+        sig
     }
 
     /// Folds `not n` into `flat` when it is a simple fact about the conjunction.
@@ -297,42 +461,32 @@ impl<'a> Compiler<'a> {
 
 /// Whether two branches provably admit no common value.
 fn disjoint(a: &Signature<'_>, b: &Signature<'_>) -> bool {
-    let common = a.types.and(b.types);
-    if common.is_empty() {
+    if a.value.disjoint(&b.value) {
         return true;
     }
-    let admits = |vals: &[&Value], types: Types| {
-        vals.iter().any(|v| {
-            let t = Types::of(v);
-            types.has(t) || (t == Types::INT && types.has(Types::FRAC))
-        })
-    };
-    match (&a.values, &b.values) {
-        (Some(x), Some(y)) if !x.iter().any(|v| y.iter().any(|w| json_equal(v, w))) => return true,
-        (Some(x), _) if !admits(x, b.types) => return true,
-        (_, Some(y)) if !admits(y, a.types) => return true,
-        _ => {}
-    }
     // Object-only facts prove disjointness only when both branches admit objects alone.
-    if common.minus(Types::OBJ).is_empty() {
-        for (name, xs) in &a.props {
-            if !(a.required.contains(name) || b.required.contains(name)) {
-                continue;
-            }
-            for (other, ys) in &b.props {
-                if other == name && !xs.iter().any(|v| ys.iter().any(|w| json_equal(v, w))) {
-                    return true;
-                }
-            }
-        }
-        let excludes = |req: &HashSet<Rc<str>>, s: &Signature<'_>| {
-            req.iter().any(|n| {
-                s.forbidden.contains(n) || s.closed.as_ref().is_some_and(|c| !c.contains(n))
-            })
-        };
-        if excludes(&a.required, b) || excludes(&b.required, a) {
+    if !a
+        .value
+        .types
+        .and(b.value.types)
+        .minus(Types::OBJ)
+        .is_empty()
+    {
+        return false;
+    }
+    let required = |name: &Rc<str>| a.required.contains(name) || b.required.contains(name);
+    for (name, x) in &a.props {
+        if required(name)
+            && b.props
+                .iter()
+                .any(|(other, y)| other == name && x.disjoint(y))
+        {
             return true;
         }
     }
-    false
+    let excludes = |req: &HashSet<Rc<str>>, s: &Signature<'_>| {
+        req.iter()
+            .any(|n| s.forbidden.contains(n) || s.closings.iter().any(|c| !c.allows(n)))
+    };
+    excludes(&a.required, b) || excludes(&b.required, a)
 }

@@ -106,6 +106,8 @@ pub(crate) enum Part<'a> {
     Require(Rc<str>),
     /// If the value is an object, it lacks this member.
     Forbid(Rc<str>),
+    /// The value is not of these types.
+    Exclude(Types),
 }
 
 /// A flattened conjunction.
@@ -325,6 +327,7 @@ enum PartKey {
     Not(SchemaKey),
     Require(Rc<str>),
     Forbid(Rc<str>),
+    Exclude(Types),
 }
 
 /// A schema by where it is and how it is read (its dynamic scope included, for `$dynamicRef`).
@@ -361,6 +364,7 @@ impl LocKey {
                     Part::Not(s) => PartKey::Not(schema(s)),
                     Part::Require(n) => PartKey::Require(n.clone()),
                     Part::Forbid(n) => PartKey::Forbid(n.clone()),
+                    Part::Exclude(t) => PartKey::Exclude(*t),
                 })
                 .collect(),
             free: ctx.free,
@@ -795,6 +799,10 @@ impl<'a> Compiler<'a> {
                     if !flat.forbidden.contains(&n) {
                         flat.forbidden.push(n);
                     }
+                    continue;
+                }
+                Part::Exclude(t) => {
+                    flat.excluded_types = Some(flat.excluded_types.unwrap_or(Types::NONE).or(t));
                     continue;
                 }
                 Part::Not(s) => {
@@ -1267,10 +1275,7 @@ impl<'a> Compiler<'a> {
         };
         let typed: Vec<&'a Value> = values
             .into_iter()
-            .filter(|v| {
-                let t = Types::of(v);
-                sc.types.has(t) || (t == Types::INT && sc.types.has(Types::FRAC))
-            })
+            .filter(|v| sc.types.has(Types::of(v)))
             .collect();
         // Anything beyond types to check? Then compile the rest and match each value against it.
         let rest_matters = sc.narrowed

@@ -24,7 +24,7 @@ use super::values::json_equal;
 use crate::error::{Error, Result};
 
 /// A set of JSON types, with numbers split into integral and non-integral values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Types(u8);
 
 impl Types {
@@ -239,6 +239,31 @@ pub(crate) const CONSTRAINTS: &[&str] = &[
     "$dynamicRef",
     "$recursiveRef",
 ];
+
+/// The types a type-specific keyword constrains; values of other types satisfy it whatever it
+/// says. `None` for the keywords that are not type-specific (`type`, `enum`, the applicators).
+pub(crate) fn constrained_types(keyword: &str) -> Option<Types> {
+    Some(match keyword {
+        "minLength" | "maxLength" | "pattern" | "format" => Types::STR,
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
+            Types::INT.or(Types::FRAC)
+        }
+        "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "contains"
+        | "minContains" | "maxContains" | "uniqueItems" | "unevaluatedItems" => Types::ARR,
+        "properties"
+        | "patternProperties"
+        | "additionalProperties"
+        | "required"
+        | "minProperties"
+        | "maxProperties"
+        | "propertyNames"
+        | "unevaluatedProperties"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "dependencies" => Types::OBJ,
+        _ => return None,
+    })
+}
 
 /// Whether `s` constrains anything at all.
 pub(crate) fn constrains(s: &SchemaRef<'_>) -> bool {

@@ -185,6 +185,125 @@ fn combinators() {
 }
 
 #[test]
+fn one_of_branches_need_only_be_disjoint_where_the_conjunction_holds() {
+    // The discriminator is required by the conjunction, not by the branches; values that are not
+    // objects satisfy every branch, so exactly-one refuses them.
+    let tagged = json!({
+        "required": ["kind"],
+        "properties": {"name": {"type": "string"}},
+        "oneOf": [
+            {"properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}}},
+            {"properties": {"kind": {"enum": ["b"]}}, "required": ["y"]},
+            {"properties": {"kind": {"const": "c"}}}
+        ]
+    });
+    check(
+        tagged.clone(),
+        &[
+            r#"{"kind":"a"}"#,
+            r#"{"kind":"a","x":1}"#,
+            r#"{"kind":"b","y":null}"#,
+            r#"{"kind":"c","x":"s"}"#,
+        ],
+        &[
+            "1",
+            "null",
+            "\"a\"",
+            "[]",
+            "{}",
+            r#"{"kind":"b"}"#,
+            r#"{"kind":"a","x":"s"}"#,
+            r#"{"kind":"d"}"#,
+        ],
+    );
+    let c = json_schema_to_hir(&tagged, &SchemaOptions::default()).unwrap();
+    assert!(
+        !c.hir.has_boolean_operators(),
+        "proved disjoint, yet: {}",
+        c.hir
+    );
+    // A type only one branch admits whole stays: strings of one character, and every non-string.
+    check(
+        json!({"oneOf": [{"type": "string"}, {"minLength": 2}]}),
+        &["1", "null", "{}", "\"a\"", "\"\""],
+        &["\"ab\"", "\"abc\""],
+    );
+    // Both admit every non-object; among objects, one with "b" and a bad "a" is the only overlap
+    // left out.
+    check(
+        json!({"oneOf": [{"properties": {"a": {"type": "integer"}}}, {"required": ["b"]}]}),
+        &["{}", r#"{"a":1}"#, r#"{"a":"x","b":1}"#],
+        &[
+            "1",
+            "null",
+            "\"s\"",
+            "[]",
+            r#"{"b":1}"#,
+            r#"{"a":1,"b":1}"#,
+            r#"{"a":"x"}"#,
+        ],
+    );
+    // A name one branch requires and the other's patterns do not admit in its closed object.
+    let selectors = json!({"oneOf": [
+        {"type": "object", "properties": {"ios": {}}, "required": ["ios"], "additionalProperties": false},
+        {"type": "object", "patternProperties": {"^[0-9]x$": {}}, "additionalProperties": false}
+    ]});
+    check(
+        selectors.clone(),
+        &[r#"{"ios":1}"#, r#"{"2x":1}"#, "{}"],
+        &[r#"{"ios":1,"2x":1}"#, r#"{"x":1}"#, "1"],
+    );
+    let c = json_schema_to_hir(&selectors, &SchemaOptions::default()).unwrap();
+    assert!(
+        !c.hir.has_boolean_operators(),
+        "proved disjoint, yet: {}",
+        c.hir
+    );
+    // A required string property whose patterns in the two branches match no common string.
+    let bundles = json!({
+        "required": ["file"],
+        "properties": {"file": {"type": "string"}},
+        "oneOf": [
+            {"properties": {"file": {"pattern": "\\.js$"}}},
+            {"properties": {"file": {"pattern": "\\.(css|less)$"}}}
+        ]
+    });
+    check(
+        bundles.clone(),
+        &[r#"{"file":"a.js"}"#, r#"{"file":"b.less"}"#],
+        &[r#"{"file":"a.txt"}"#, r#"{"file":1}"#, "{}", "\"a.js\""],
+    );
+    let c = json_schema_to_hir(&bundles, &SchemaOptions::default()).unwrap();
+    assert!(
+        !c.hir.has_boolean_operators(),
+        "proved disjoint, yet: {}",
+        c.hir
+    );
+    // Patterns that share a string (`a.js.css`) prove nothing, and the overlap is left out.
+    check(
+        json!({
+            "required": ["file"],
+            "properties": {"file": {"type": "string"}},
+            "oneOf": [{"properties": {"file": {"pattern": "\\.js"}}}, {"properties": {"file": {"pattern": "css$"}}}]
+        }),
+        &[r#"{"file":"a.js"}"#, r#"{"file":"a.css"}"#],
+        &[r#"{"file":"a.js.css"}"#, r#"{"file":"a.txt"}"#],
+    );
+    // An integral constant is not a number without a fraction part.
+    check(
+        json!({"enum": [1, 1.5, "a"], "not": {"type": "integer"}}),
+        &["1.5", "\"a\""],
+        &["1", "1.0"],
+    );
+    // A branch read only through what it cannot claim (`enum`) claims no whole type.
+    check(
+        json!({"oneOf": [{"enum": [1, "a"]}, {"type": "integer"}]}),
+        &["\"a\"", "2"],
+        &["1", "\"b\"", "null"],
+    );
+}
+
+#[test]
 fn references_and_recursion() {
     let tree = json!({
         "$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": false}},
