@@ -40,7 +40,7 @@
 //! | `multipleOf` | exactly for powers of ten, short lists of multiples, and small residue automata; otherwise refused |
 //! | `allOf` | merged into one conjunction (an intersection) |
 //! | `anyOf`, `if`/`then`/`else`, `dependentRequired`, `dependentSchemas`, `dependencies` | unions of merged alternatives |
-//! | `oneOf` | a union when branches are provably disjoint, else the symmetric difference (or `anyOf` with `coerce_one_of`) |
+//! | `oneOf` | a union when branches are provably disjoint where the rest of the conjunction holds, else the symmetric difference (or `anyOf` with `coerce_one_of`) |
 //! | `not` | folded when simple, else a complement relative to the values the context allows |
 //! | `$ref`, `$defs`, `definitions`, `$id`, `$anchor`, `$dynamicRef`, `$recursiveRef` | within the document; remote references are refused |
 //! | `unevaluatedProperties`, `unevaluatedItems` | when they add nothing beyond `additionalProperties`/`items`; otherwise refused, or ignored with `strict=False` |
