@@ -816,10 +816,14 @@ mod tests {
 
     fn brute_bytes(pattern: &str, v: &Vocabulary, prefix: &[u8]) -> Vec<u32> {
         let dfa = Dfa::from_hir(&parse(pattern).unwrap(), &DfaConfig::default()).unwrap();
-        let mut s = dfa.start();
-        for &b in prefix {
-            s = dfa.next_state(s, b);
-        }
+        let s = prefix
+            .iter()
+            .fold(dfa.start(), |s, &b| dfa.next_state(s, b));
+        brute_at(&dfa, v, s)
+    }
+
+    /// Brute force from state `s` of a complete automaton.
+    fn brute_at(dfa: &Dfa, v: &Vocabulary, s: u32) -> Vec<u32> {
         let mut out = Vec::new();
         for id in 0..v.len() as u32 {
             if v.is_eos(id) {
@@ -955,19 +959,9 @@ mod tests {
         let walk = [",ab", "x,", "ba", "x", ",", "abx", ",ab", "x"];
         let (mut state, mut s) = (idx.initial_state(), dfa.start());
         for (step, token) in walk.iter().enumerate() {
-            let mut want = Vec::new();
-            for id in 0..v.len() as u32 {
-                let accepted = match v.token_bytes(id) {
-                    None => dfa.is_accepting(s),
-                    Some(bytes) => bytes.iter().fold(s, |t, &b| dfa.next_state(t, b)) != 0,
-                };
-                if accepted {
-                    want.push(id);
-                }
-            }
             assert_eq!(
                 idx.mask(state).unwrap().ids(),
-                want,
+                brute_at(&dfa, &v, s),
                 "after {:?}",
                 &walk[..step]
             );

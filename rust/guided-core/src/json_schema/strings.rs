@@ -90,6 +90,15 @@ static UPPER_SPELLINGS: LazyLock<Hir> =
 
 /// The JSON spellings (inside the quotes) of every code point in `set`.
 fn encode_class(set: &ClassSet) -> Hir {
+    // Literals encode one code point at a time; only a set that reaches the last code point can
+    // hold the whole upper part.
+    if set
+        .ranges()
+        .last()
+        .is_none_or(|&(_, hi)| hi != MAX_CODE_POINT)
+    {
+        return encode_plain_class(set);
+    }
     let upper = upper_set();
     if set.intersect(&upper) == upper {
         let below = set.difference(&upper);
@@ -226,18 +235,14 @@ pub(crate) fn canonical_text(s: &str) -> String {
 /// copies were most of its automaton. Here "anything" occurs once, after the leaving trie, and a
 /// node costs its class of leaving characters alone.
 pub(crate) fn strings_except(words: &[&str]) -> Hir {
-    /// The words that continue past `depth`, by the character they continue with, in order.
-    fn children(words: &[Vec<char>], depth: usize) -> Vec<(char, Vec<Vec<char>>)> {
-        let mut out: Vec<(char, Vec<Vec<char>>)> = Vec::new();
-        let mut longer: Vec<&Vec<char>> = words.iter().filter(|w| w.len() > depth).collect();
-        longer.sort_by_key(|w| w[depth]);
-        for w in longer {
-            match out.last_mut() {
-                Some((c, group)) if *c == w[depth] => group.push(w.clone()),
-                _ => out.push((w[depth], vec![w.clone()])),
-            }
-        }
-        out
+    /// The words that continue past `depth`, grouped by the character they continue with. The
+    /// words are sorted, so the words below one trie node are a run, and so is each group.
+    fn children(words: &[Vec<char>], depth: usize) -> Vec<(char, &[Vec<char>])> {
+        let longer = &words[words.partition_point(|w| w.len() <= depth)..];
+        longer
+            .chunk_by(|a, b| a[depth] == b[depth])
+            .map(|group| (group[0][depth], group))
+            .collect()
     }
     /// Proper prefixes of the words that are not words themselves.
     fn ending(words: &[Vec<char>], depth: usize) -> Hir {
@@ -248,7 +253,7 @@ pub(crate) fn strings_except(words: &[&str]) -> Hir {
         for (c, sub) in children(words, depth) {
             alts.push(Hir::concat([
                 Hir::literal(c.encode_utf8(&mut [0; 4])),
-                ending(&sub, depth + 1),
+                ending(sub, depth + 1),
             ]));
         }
         Hir::alternation(alts)
@@ -262,7 +267,7 @@ pub(crate) fn strings_except(words: &[&str]) -> Hir {
         for (c, sub) in next {
             alts.push(Hir::concat([
                 Hir::literal(c.encode_utf8(&mut [0; 4])),
-                leaving(&sub, depth + 1),
+                leaving(sub, depth + 1),
             ]));
         }
         Hir::alternation(alts)
@@ -270,7 +275,8 @@ pub(crate) fn strings_except(words: &[&str]) -> Hir {
     if words.is_empty() {
         return any_value();
     }
-    let words: Vec<Vec<char>> = words.iter().map(|w| w.chars().collect()).collect();
+    let mut words: Vec<Vec<char>> = words.iter().map(|w| w.chars().collect()).collect();
+    words.sort_unstable();
     Hir::alternation([
         ending(&words, 0),
         Hir::concat([leaving(&words, 0), any_value()]),
