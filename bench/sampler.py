@@ -14,6 +14,15 @@ Transformers processors (``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``To
 from the Python lists), xgrammar's ``apply_token_bitmask_inplace`` for guided rows, then
 ``torch.multinomial`` on the softmax (``argmax`` for greedy rows).
 
+A distributions table runs the issue-sized case, 64 x 128,000 with four kinds of request (greedy;
+temperature 0.8 + top-p 0.9; top-k 50 + min-p 0.05; penalties), on three kinds of logits: flat
+(a standard normal, as at high temperature or early in a creative sample, where the top-p nucleus
+holds most of the vocabulary), peaked (the Zipf-shaped logits above) and mixed (half of each). It
+prints the whole step against the per-row loop, then each filter alone over 16 rows of the same
+logits (the Sampler's kinds, and the batched ``TopP``, ``Typical``, ``MinP``, ``TopK``,
+``EpsilonCutoff`` and ``EtaCutoff`` transforms) beside one batched ``torch.sort`` of those rows: a
+filter that finds a threshold should never cost more than sorting.
+
 A second table isolates the penalties at 256 requests with 1,000-token outputs: guided's
 persistent per-slot statistics (one device-side update with the step's tokens, then a gather and
 scatter of the penalised entries) against rebuilding the counts from the Python lists every step
@@ -63,6 +72,16 @@ from transformers.generation.logits_process import (
 from guided.bitmask import apply_token_bitmask_inplace, bitmask_width
 from guided.sampling import Request, Sampler, SamplingParams
 from guided.sampling.penalties import PenaltyState
+from guided.sampling.state import DecodeState
+from guided.sampling.transforms import (
+    EpsilonCutoff,
+    EtaCutoff,
+    LogitTransform,
+    MinP,
+    TopK,
+    TopP,
+    Typical,
+)
 
 try:
     import xgrammar
@@ -233,6 +252,100 @@ def bench_sampler(batches: list[int], vocabs: list[int], steps: int) -> list[dic
                 flush=True,
             )
     return rows
+
+
+DISTRIBUTION_KINDS = ["greedy", "top-p", "top-k+min-p", "penalties"]
+
+
+def distribution_logits(name: str, rows: int, vocab: int, seed: int) -> torch.Tensor:
+    """Flat (standard normal), peaked (:func:`lm_logits`) or mixed (alternating blocks)."""
+    flat = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(seed))
+    if name == "flat":
+        return flat
+    peaked = lm_logits(rows, vocab, seed)
+    if name == "peaked":
+        return peaked
+    # Alternate blocks of one row per kind of request, so every kind sees both.
+    block = torch.arange(rows) // len(DISTRIBUTION_KINDS)
+    return torch.where((block % 2 == 0).unsqueeze(1), flat, peaked)
+
+
+def kind_requests(kinds: list[str], rows: int, vocab: int, seed: int) -> list[Request]:
+    rng = np.random.default_rng(seed)
+    return [
+        Request(
+            f"{kinds[i % len(kinds)]}-{i}",
+            settings_for(kinds[i % len(kinds)]),
+            rng.integers(0, vocab, PROMPT).tolist(),
+        )
+        for i in range(rows)
+    ]
+
+
+def median_ms(fn: Callable[[], object], steps: int) -> float:
+    fn()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def bench_distributions(steps: int, batch: int = 64, vocab: int = 128_000) -> list[dict[str, Any]]:
+    alone = batch // len(DISTRIBUTION_KINDS)
+    filters: list[tuple[str, LogitTransform]] = [
+        ("TopP(0.9)", TopP(0.9)),
+        ("Typical(0.9)", Typical(0.9)),
+        ("MinP(0.05)", MinP(0.05)),
+        ("TopK(50)", TopK(50)),
+        ("EpsilonCutoff(3e-4)", EpsilonCutoff(3e-4)),
+        ("EtaCutoff(3e-4)", EtaCutoff(3e-4)),
+    ]
+    results = []
+    for name in ("flat", "peaked", "mixed"):
+        logits = distribution_logits(name, batch, vocab, seed=11)
+        ours = run_steps(
+            guided_step(Sampler()),
+            logits,
+            kind_requests(DISTRIBUTION_KINDS, batch, vocab, 1),
+            steps,
+        )
+        theirs = run_steps(
+            baseline_step, logits, kind_requests(DISTRIBUTION_KINDS, batch, vocab, 1), steps
+        )
+        part = logits[:alone].contiguous() / 0.8
+        sort_ms = median_ms(lambda part=part: torch.sort(part, dim=1, descending=True), steps)
+        row: dict[str, Any] = {
+            "distribution": name,
+            "batch": batch,
+            "vocab": vocab,
+            "guided_ms": ours,
+            "per_row_loop_ms": theirs,
+            "speedup": theirs / ours,
+            "sort_rows": alone,
+            "sort_ms": sort_ms,
+        }
+        print(
+            f"{name:>8} {batch:>6} {vocab:>7} {ours:>10.2f} {theirs:>14.2f} {theirs / ours:>8.1f}x"
+            f"   sort of {alone} rows {sort_ms:.1f} ms"
+        )
+        for kind in DISTRIBUTION_KINDS:
+            sampler = Sampler()
+            requests = kind_requests([kind], alone, vocab, 2)
+            block = logits[:alone].contiguous()
+            ms = median_ms(
+                lambda s=sampler, r=requests, b=block: s.sample_device(b.clone(), r), steps
+            )
+            row[f"sampler {kind}_ms"] = ms
+            print(f"{'':>8}   Sampler, {alone} {kind} rows: {ms:8.2f} ms ({ms / sort_ms:.2f} sort)")
+        state = DecodeState.from_lists([[0]] * alone)
+        for label, transform in filters:
+            ms = median_ms(lambda t=transform, p=part: t(state, p), steps)
+            row[f"{label}_ms"] = ms
+            print(f"{'':>8}   {label:<20} {alone} rows: {ms:8.2f} ms ({ms / sort_ms:.2f} sort)")
+        results.append(row)
+    return results
 
 
 def rebuild_penalties(
@@ -424,6 +537,14 @@ def main() -> None:
         f"{'device':>6} {'batch':>6} {'vocab':>7} {'guided':>11} {'per-row loop':>14} {'ratio':>9}"
     )
     sampler_rows = bench_sampler(args.batches, args.vocabs, args.steps)
+    print(
+        "\nDistributions: 64 x 128,000, four kinds of request (ms per step, median); each filter"
+        " alone on 16 rows, against one batched torch.sort of them"
+    )
+    print(
+        f"{'logits':>8} {'batch':>6} {'vocab':>7} {'guided':>10} {'per-row loop':>14} {'ratio':>9}"
+    )
+    distribution_rows = bench_distributions(args.steps)
     print("\nPenalties, 256 requests x 1,000-token outputs (host ms per step, median)")
     print(
         f"{'batch':>6} {'outputs':>7} {'vocab':>7} {'persistent':>14} {'rebuild':>12} {'ratio':>9}"
@@ -443,6 +564,7 @@ def main() -> None:
             {
                 "environment": environment,
                 "sampler": sampler_rows,
+                "distributions": distribution_rows,
                 "penalties": penalty_rows,
                 "apply_cpu": apply_rows,
                 "cuda": cuda,

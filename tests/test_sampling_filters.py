@@ -230,6 +230,8 @@ def test_window_prefix_is_the_threshold_set(
     seen = sorted(r for result in results for r in result.rows)
     assert seen == list(range(len(rows)))
     for result in results:
+        if isinstance(result, filters.Cut):
+            continue  # no prefix: the cut is checked against Transformers by the chain test
         for j, row in enumerate(result.rows):
             prefix = set(result.ids[j, : int(result.kept[j])].tolist())
             by_threshold = set((scores[row] >= result.threshold[j]).nonzero().squeeze(1).tolist())

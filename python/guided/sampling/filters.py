@@ -43,8 +43,17 @@ import torch
 
 from guided._transfer import to_device
 from guided.sampling._params import divide_as_by_a_float
+from guided.sampling.radix import mass_thresholds
 
-__all__ = ["Truncation", "apply_filters", "apply_temperature", "resolve_windows", "top_scores"]
+__all__ = [
+    "Cut",
+    "Truncation",
+    "apply_filters",
+    "apply_temperature",
+    "resolve_windows",
+    "selects_from_groups",
+    "top_scores",
+]
 
 #: First window size for rows without top-k; grown eightfold while a row is unresolved.
 FIRST_WINDOW = 64
@@ -99,6 +108,16 @@ class WindowResult:
     threshold: torch.Tensor
 
 
+@dataclass
+class Cut:
+    """Rows whose survivors are too many for a window (indices into the rows given to the
+    resolver): the caller cuts them with ``full_thresholds(..., select=True)``, keeping the scores
+    at least the threshold whose weight ``exp(score - best)`` is at least the row's ``min_p``.
+    (The caller usually holds those weights already; the cut reuses them.)"""
+
+    rows: list[int]
+
+
 def apply_temperature(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
     """``logits / temperature`` per row, in place, as ``TemperatureLogitsWarper`` computes it on
     the logits' device (see :func:`~guided.sampling._params.divide_as_by_a_float`)."""
@@ -112,35 +131,54 @@ def row_mass(scores: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
 
 def resolve_windows(
     scores: torch.Tensor, settings: Truncation, mass: torch.Tensor | None
-) -> list[WindowResult]:
+) -> list[WindowResult | Cut]:
     """Find each row's surviving prefix from windows of its best scores, growing them as needed.
 
     ``scores`` are temperature-scaled, ``[rows, V]``, not modified. ``mass`` is
     :func:`row_mass` for the rows that use top-p without top-k (any value elsewhere); it may be
     ``None`` when no row needs it. Every row must have a finite best score.
+
+    A row's windows depend on its own settings only (its first window holds ``FIRST_WINDOW``
+    scores, or ``k`` with top-k), so its result does not depend on the batch around it. Windows
+    grow while a window is cheap to select (:func:`selects_from_groups`); the rows still
+    unresolved then come back as one :class:`Cut`, to be cut by :func:`full_thresholds` with
+    selection, a few passes over the row whatever its distribution, instead of growing towards a
+    sort.
     """
     vocab = scores.shape[1]
+    size_of = [
+        max(FIRST_WINDOW, settings.top_k[i] if settings.uses_top_k(i, vocab) else 0)
+        for i in range(scores.shape[0])
+    ]
     pending = list(range(scores.shape[0]))
-    size = max(
-        [FIRST_WINDOW] + [settings.top_k[i] for i in pending if settings.uses_top_k(i, vocab)]
-    )
-    results: list[WindowResult] = []
+    results: list[WindowResult | Cut] = []
+    cut: list[int] = []
     while pending:
-        rows = scores if len(pending) == scores.shape[0] else scores[pending]
-        sub = settings.rows(pending)
-        sub_mass = None if mass is None else mass[pending]
-        result, unresolved, wanted = _window_round(rows, sub, sub_mass, min(size, vocab))
-        result.rows = [pending[i] for i in result.rows]
-        results.append(result)
-        pending = [pending[i] for i in unresolved]
-        size = max(size * WINDOW_GROWTH, wanted)
+        groups: dict[int, list[int]] = {}
+        for i in pending:
+            groups.setdefault(min(size_of[i], vocab), []).append(i)
+        pending = []
+        for size, members in groups.items():
+            everything = len(members) == scores.shape[0]
+            rows = scores if everything else scores[members]
+            sub_mass = mass if mass is None or everything else mass[members]
+            result, unresolved = _window_round(rows, settings.rows(members), sub_mass, size)
+            result.rows = [members[i] for i in result.rows]
+            results.append(result)
+            for i, wanted in unresolved:
+                row = members[i]
+                size_of[row] = max(size * WINDOW_GROWTH, wanted)
+                fits = selects_from_groups(min(size_of[row], vocab) + 1, vocab)
+                (pending if fits else cut).append(row)
+    if cut:
+        results.append(Cut(sorted(cut)))
     return results
 
 
 def _window_round(
     scores: torch.Tensor, settings: Truncation, mass: torch.Tensor | None, size: int
-) -> tuple[WindowResult, list[int], int]:
-    """One window per row; returns the resolved rows, the others and a size to try next."""
+) -> tuple[WindowResult, list[tuple[int, int]]]:
+    """One window per row; returns the resolved rows and, for the others, a size to try next."""
     vocab = scores.shape[1]
     has_sentinel = size < vocab
     values, ids = top_scores(scores, size + 1 if has_sentinel else size)
@@ -154,16 +192,25 @@ def _window_round(
         threshold=threshold[done],
     )
     unresolved = (~resolved).nonzero().squeeze(1).tolist()
-    wanted = 0
+    share = None
     if unresolved and mass is not None:
-        # A top-p row that is missing mass: a flat tail needs about p / (window share) times the
-        # window, so jump there instead of growing through every size in between.
         share = torch.exp(values[:, :size] - values[:, :1]).sum(1) / mass.to(values.dtype)
-        for i in unresolved:
-            if settings.top_p[i] < 1.0 and not settings.uses_top_k(i, vocab):
-                ratio = settings.top_p[i] / max(float(share[i]), 1e-9)
-                wanted = max(wanted, min(vocab, int(size * ratio * 1.25)))
-    return result, unresolved, wanted
+    wanted = []
+    for i in unresolved:
+        size_wanted = 0
+        if share is not None and settings.top_p[i] < 1.0 and not settings.uses_top_k(i, vocab):
+            # A top-p row that is missing mass: a flat tail needs about p / (window share) times
+            # the window, so jump there instead of growing through every size in between.
+            ratio = settings.top_p[i] / max(float(share[i]), 1e-9)
+            size_wanted = min(vocab, int(size * ratio * 1.25))
+        wanted.append((i, size_wanted))
+    return result, wanted
+
+
+def selects_from_groups(count: int, vocab: int) -> bool:
+    """Whether :func:`top_scores` finds ``count`` scores of a ``vocab``-wide row from group maxima
+    (a fraction of the row) rather than a ``topk`` over all of it."""
+    return count * _SELECT_GROUP * 2 <= vocab
 
 
 def top_scores(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,7 +228,7 @@ def top_scores(scores: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Te
     """
     rows, vocab = scores.shape
     groups = vocab // _SELECT_GROUP
-    if rows == 0 or count * _SELECT_GROUP * 2 > vocab:
+    if rows == 0 or not selects_from_groups(count, vocab):
         return torch.topk(scores, count, dim=1)
     covered = groups * _SELECT_GROUP
     maxima = scores[:, :covered].view(rows, _SELECT_GROUP, groups).amax(dim=1)
@@ -264,31 +311,59 @@ def _window_rules(
     return kept, threshold, resolved
 
 
-def full_thresholds(scores: torch.Tensor, settings: Truncation) -> torch.Tensor:
-    """Per-row score thresholds for top-k and top-p without host syncs (the CUDA strategy).
+def full_thresholds(
+    scores: torch.Tensor,
+    settings: Truncation,
+    *,
+    select: bool = False,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per-row score thresholds for top-k and top-p over whole rows.
 
-    Rows using top-p are fully sorted (a window as wide as the row always resolves), rows using
-    only top-k read the k-th score off one batched ``topk``. Min-p is left to the caller: it is a
-    test on ``exp(score - max)`` that the draw applies while it computes those weights.
+    Rows using top-k read the k-th score off one batched ``topk``. Rows using top-p are sorted
+    (no host sync: the CUDA strategy, where a sort is cheap) or, with ``select``, cut by
+    :func:`~guided.sampling.radix.mass_thresholds` over the weights top-k left (a few passes over
+    the row whatever its distribution; CPU, eager). ``weights``, when the caller has them, is
+    ``exp(scores - best)`` per row (float32, left unchanged). Min-p is left to the caller: it is a
+    test on those weights that the draw applies.
     """
     rows, vocab = scores.shape
-    threshold = torch.full((rows,), float("-inf"), device=scores.device, dtype=scores.dtype)
-    sorted_rows = [i for i in range(rows) if settings.top_p[i] < 1.0]
-    k_rows = [i for i in range(rows) if settings.uses_top_k(i, vocab) and settings.top_p[i] >= 1.0]
+    device = scores.device
+    threshold = torch.full((rows,), float("-inf"), device=device, dtype=scores.dtype)
+    sorted_rows = [] if select else [i for i in range(rows) if settings.top_p[i] < 1.0]
+    sorted_set = set(sorted_rows)
+    k_rows = [i for i in range(rows) if settings.uses_top_k(i, vocab) and i not in sorted_set]
     if k_rows:
         k_max = max(settings.top_k[i] for i in k_rows)
-        index = to_device(k_rows, torch.long, scores.device)
+        index = to_device(k_rows, torch.long, device)
         values = torch.topk(scores.index_select(0, index), k_max, dim=1).values
-        ks = to_device([settings.top_k[i] - 1 for i in k_rows], torch.long, scores.device)
+        ks = to_device([settings.top_k[i] - 1 for i in k_rows], torch.long, device)
         threshold[index] = values.gather(1, ks.unsqueeze(1)).squeeze(1)
     if sorted_rows:
-        index = to_device(sorted_rows, torch.long, scores.device)
+        index = to_device(sorted_rows, torch.long, device)
         sub = settings.rows(sorted_rows)
         sub = Truncation(sub.top_k, sub.top_p, [0.0] * len(sorted_rows))
         values = torch.sort(scores.index_select(0, index), dim=1, descending=True).values
         # A window as wide as the row has no sentinel: it always resolves.
         _, row_threshold, _ = _window_rules(values, sub, None, vocab, vocab)
         threshold[index] = row_threshold
+    p_rows = [i for i in range(rows) if settings.top_p[i] < 1.0] if select else []
+    if p_rows:
+        index = to_device(p_rows, torch.long, device)
+        everything = len(p_rows) == rows
+        rows_p = (scores if everything else scores.index_select(0, index)).float()
+        kth = threshold.index_select(0, index).unsqueeze(1)
+        if weights is None:
+            weights_p = torch.exp(rows_p - rows_p.amax(dim=1, keepdim=True))
+        else:
+            weights_p = weights if everything else weights.index_select(0, index)
+        if any(settings.uses_top_k(i, vocab) for i in p_rows):
+            # Top-p after top-k normalises over what top-k kept (weights are finite: a product
+            # by the mask is a cheaper masked fill).
+            weights_p = weights_p * (rows_p >= kth)
+        p = to_device([settings.top_p[i] for i in p_rows], torch.float64, device)
+        cut = mass_thresholds(rows_p, weights_p, p * weights_p.sum(dim=1))
+        threshold[index] = torch.maximum(kth.squeeze(1), cut.to(threshold.dtype))
     return threshold
 
 
@@ -344,7 +419,20 @@ def apply_filters(
             w_index = to_device(windowed, torch.long, scores.device)
             w_scores = sub_scores.index_select(0, w_index)
             mass = row_mass(w_scores, sub_top.index_select(0, w_index))
-            for result in resolve_windows(w_scores, sub.rows(windowed), mass):
+            w_settings = sub.rows(windowed)
+            for result in resolve_windows(w_scores, w_settings, mass):
+                if isinstance(result, Cut):
+                    cut = w_scores[result.rows]
+                    weight = torch.exp(cut - cut.amax(dim=1, keepdim=True))
+                    threshold = full_thresholds(
+                        cut, w_settings.rows(result.rows), select=True, weights=weight
+                    )
+                    min_p = to_device(
+                        [w_settings.min_p[r] for r in result.rows], torch.float32, cut.device
+                    )
+                    at = to_device([windowed[r] for r in result.rows], torch.long, cut.device)
+                    removed[at] = (cut < threshold.unsqueeze(1)) | (weight < min_p.unsqueeze(1))
+                    continue
                 for j, row in enumerate(result.rows):
                     survivors = result.ids[j, : int(result.kept[j])]
                     removed[windowed[row]].index_fill_(0, survivors, False)

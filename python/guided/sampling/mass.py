@@ -26,7 +26,10 @@ Two ways to find the threshold, with the same answer:
   row. The host reads back which rows were resolved, which on a CPU costs nothing, and a typical row
   is resolved in one round of a ``topk``-sized selection instead of a 128k-element sort. Each round
   reports its rows' window ids and survivor counts, so a caller can rebuild a row from its
-  survivors instead of comparing every score with the threshold.
+  survivors instead of comparing every score with the threshold. Windows grow only while they are
+  cheap to select; a row still unresolved then (a flat distribution, whose survivors are much of
+  the row) is cut by :func:`~guided.sampling.radix.mass_thresholds`, a radix selection over the
+  keys' bits that costs a few passes over the row, never a sort.
 
 Weights are asked for only where they are needed (``weights_at(ids)``): the window's tokens, or the
 sorted row.
@@ -39,13 +42,14 @@ from dataclasses import dataclass
 
 import torch
 
-from guided.sampling.filters import FIRST_WINDOW, WINDOW_GROWTH, top_scores
+from guided.sampling.filters import FIRST_WINDOW, WINDOW_GROWTH, selects_from_groups, top_scores
+from guided.sampling.radix import mass_thresholds
 
-__all__ = ["Window", "sorted_thresholds", "windows"]
+__all__ = ["Cut", "Window", "sorted_thresholds", "windows"]
 
 #: ``weights_at(rows, ids)``: the weights of tokens ``ids`` (``[len(rows), W]``) of rows ``rows``
-#: (``None``: every row, in order).
-WeightsAt = Callable[[torch.Tensor | None, torch.Tensor], torch.Tensor]
+#: (``None``: every row, in order; ``ids`` ``None``: every token, in order).
+WeightsAt = Callable[[torch.Tensor | None, torch.Tensor | None], torch.Tensor]
 
 
 @dataclass
@@ -56,6 +60,14 @@ class Window:
     rows: torch.Tensor
     ids: torch.Tensor
     kept: torch.Tensor
+    threshold: torch.Tensor
+
+
+@dataclass
+class Cut:
+    """Rows cut by selection: row ``rows[j]`` keeps every key at least ``threshold[j]``."""
+
+    rows: torch.Tensor
     threshold: torch.Tensor
 
 
@@ -90,16 +102,17 @@ def sorted_thresholds(
     return threshold
 
 
-def windows(keys: torch.Tensor, weights_at: WeightsAt, limit: torch.Tensor) -> list[Window]:
+def windows(keys: torch.Tensor, weights_at: WeightsAt, limit: torch.Tensor) -> list[Window | Cut]:
     """The survivors of every row, from growing windows of its largest keys (CPU, eager).
 
     ``keys`` is ``[rows, V]``; ``weights_at(rows, ids)`` returns the weights of tokens ``ids`` of
-    rows ``rows`` (both index the caller's rows); ``limit`` is ``[rows]``.
+    rows ``rows`` (both index the caller's rows); ``limit`` is ``[rows]``. Every row takes the
+    same windows, so a row's result does not depend on the batch around it.
     """
     count, vocab = keys.shape
     pending = torch.arange(count, device=keys.device)
     size = FIRST_WINDOW
-    found: list[Window] = []
+    found: list[Window | Cut] = []
     while pending.numel():
         size = min(size, vocab)
         everything = pending.numel() == count
@@ -115,4 +128,15 @@ def windows(keys: torch.Tensor, weights_at: WeightsAt, limit: torch.Tensor) -> l
         found.append(Window(pending[done], ids[done, :size], kept[done], threshold[done]))
         pending = pending[~resolved]
         size *= WINDOW_GROWTH
+        cuttable = keys.dtype in (torch.float32, torch.float16, torch.bfloat16)
+        if pending.numel() and cuttable and not selects_from_groups(min(size, vocab) + 1, vocab):
+            everything = pending.numel() == count
+            rows = keys if everything else keys.index_select(0, pending)
+            cut = mass_thresholds(
+                rows.float(),
+                weights_at(None if everything else pending, None).float(),
+                limit.index_select(0, pending),
+            )
+            found.append(Cut(pending, cut))
+            break
     return found

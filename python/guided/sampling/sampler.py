@@ -45,6 +45,7 @@ from guided._transfer import to_device
 from guided.bitmask import apply_token_bitmask_inplace, bitmask_width, fill_next_token_bitmask
 from guided.sampling.draw import block_race, window_race
 from guided.sampling.filters import (
+    Cut,
     Truncation,
     WindowResult,
     apply_temperature,
@@ -616,6 +617,7 @@ class Sampler:
         rows = scores.shape[0]
         top = self._sanitized(scores, scores.amax(dim=1))
         mass = torch.zeros(rows)
+        weights: torch.Tensor | None = None
         if plan.massed:
             massed = scores[: plan.massed]
             weights = self._buffer("weights", plan.massed * vocab, scores.device)
@@ -634,7 +636,27 @@ class Sampler:
         )
         generators = [plan.generators[first + i] for i in live]
         for result in resolve_windows(scores, truncation, mass):
-            self._draw_resolved(result, scores, live, generators, out)
+            if isinstance(result, Cut):
+                cut = result.rows
+                rows_cut = scores if len(cut) == scores.shape[0] else scores[cut]
+                originals = [live[r] for r in cut]
+                if weights is not None and originals[-1] < plan.massed:
+                    # Rows that needed the mass (they lead the batch): their weights are computed.
+                    prefix = originals == list(range(len(cut)))
+                    cut_weights = weights[: len(cut)] if prefix else weights[originals]
+                else:
+                    top_cut = rows_cut.amax(dim=1, keepdim=True)
+                    cut_weights = torch.exp(rows_cut - top_cut)
+                threshold = full_thresholds(
+                    rows_cut, truncation.rows(cut), select=True, weights=cut_weights
+                )
+                min_ps = [truncation.min_p[r] for r in cut]
+                min_p = to_device(min_ps, torch.float32, out.device) if any(min_ps) else None
+                out[originals] = self._race_under(
+                    rows_cut, cut_weights, threshold, min_p, [generators[r] for r in cut]
+                )
+            else:
+                self._draw_resolved(result, scores, live, generators, out)
 
     def _draw_resolved(
         self,
@@ -661,9 +683,26 @@ class Sampler:
             rows = [result.rows[j] for j in long]
             sub = scores[rows]
             weights = torch.exp(sub - sub.amax(dim=1, keepdim=True))
-            weights.masked_fill_(sub < result.threshold[long].unsqueeze(1), 0.0)
-            drawn = block_race(weights, [generators[r] for r in rows])
-            out[[live[r] for r in rows]] = drawn
+            out[[live[r] for r in rows]] = self._race_under(
+                sub, weights, result.threshold[long], None, [generators[r] for r in rows]
+            )
+
+    @staticmethod
+    def _race_under(
+        scores: torch.Tensor,
+        weights: torch.Tensor,
+        threshold: torch.Tensor,
+        min_p: torch.Tensor | None,
+        generators: list[torch.Generator | None],
+    ) -> torch.Tensor:
+        """A block race over the scores at least ``threshold`` (and, with ``min_p``, whose
+        weight relative to the best is at least it). ``weights`` is ``exp(scores - best)``; it is
+        overwritten."""
+        # Weights are finite: a product by the mask is a cheaper masked fill.
+        weights *= scores >= threshold.unsqueeze(1)
+        if min_p is not None:
+            weights *= weights >= min_p.unsqueeze(1)
+        return block_race(weights, generators)
 
     # ----------------------------------------------------------------------------- helpers
 

@@ -67,7 +67,7 @@ from guided.sampling._params import (
     token_sets,
 )
 from guided.sampling.filters import apply_temperature, top_scores
-from guided.sampling.mass import Window, sorted_thresholds, windows
+from guided.sampling.mass import Cut, Window, sorted_thresholds, windows
 from guided.sampling.state import DecodeState
 
 __all__ = [
@@ -161,6 +161,24 @@ def _keep_survivors(logits: torch.Tensor, index: torch.Tensor, found: list[Windo
         values = flat[positions]
         logits.index_fill_(0, rows, _NEG_INF)
         flat[positions] = values
+
+
+def _keep_found(
+    logits: torch.Tensor, index: torch.Tensor, found: list[Window | Cut], keys: torch.Tensor
+) -> None:
+    """Rows ``index[...]`` keep what :func:`~guided.sampling.mass.windows` found: their window
+    survivors, or the tokens whose key (``keys``, rows as given to ``windows``) is at least the
+    cut. ``logits`` must be contiguous."""
+    _keep_survivors(logits, index, [w for w in found if isinstance(w, Window)])
+    for cut in found:
+        if not isinstance(cut, Cut) or cut.rows.numel() == 0:
+            continue
+        if cut.rows.numel() == logits.shape[0] == keys.shape[0]:
+            logits.masked_fill_(keys < cut.threshold.unsqueeze(1), _NEG_INF)
+            continue
+        rows = index.index_select(0, cut.rows)
+        below = keys.index_select(0, cut.rows) < cut.threshold.unsqueeze(1)
+        logits.index_copy_(0, rows, logits.index_select(0, rows).masked_fill_(below, _NEG_INF))
 
 
 def _gather(logits: torch.Tensor, ids: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -357,8 +375,8 @@ class TopP(LogitTransform):
             safe_top = torch.where(use, top, 0.0).float().unsqueeze(1)
             weights = torch.exp(logits.float() - safe_top).masked_fill_(~use.unsqueeze(1), 0.0)
 
-            def weights_at(rows: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
-                return weights.gather(1, ids)
+            def weights_at(rows: torch.Tensor | None, ids: torch.Tensor | None) -> torch.Tensor:
+                return weights if ids is None else weights.gather(1, ids)
 
             threshold = sorted_thresholds(logits, weights_at, p * weights.sum(dim=1))
             return logits.masked_fill_(
@@ -374,13 +392,13 @@ class TopP(LogitTransform):
         # total by less than 1e-32 of the best token's weight.
         total = (sub.float() - sub_top).clamp_(min=_SUBNORMAL_EDGE).exp_().sum(dim=1)
 
-        def window_weights(rows: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
-            if rows is None:
-                return torch.exp(sub.gather(1, ids).float() - sub_top)
-            return torch.exp(sub.index_select(0, rows).gather(1, ids).float() - sub_top[rows])
+        def window_weights(rows: torch.Tensor | None, ids: torch.Tensor | None) -> torch.Tensor:
+            picked = sub if rows is None else sub.index_select(0, rows)
+            top = sub_top if rows is None else sub_top[rows]
+            return torch.exp((picked if ids is None else picked.gather(1, ids)).float() - top)
 
         found = windows(sub, window_weights, p.index_select(0, index) * total)
-        _keep_survivors(logits, index, found)
+        _keep_found(logits, index, found, sub)
         return logits
 
 
@@ -426,11 +444,12 @@ class Typical(LogitTransform):
         key = normalized.neg_().sub_(entropy).abs_().neg_()
         total = p.float().sum(dim=1)
 
-        def weights_at(at: torch.Tensor | None, ids: torch.Tensor) -> torch.Tensor:
-            return (p if at is None else p.index_select(0, at)).gather(1, ids).float()
+        def weights_at(at: torch.Tensor | None, ids: torch.Tensor | None) -> torch.Tensor:
+            picked = p if at is None else p.index_select(0, at)
+            return (picked if ids is None else picked.gather(1, ids)).float()
 
         if windowed:
-            _keep_survivors(logits, index, windows(key, weights_at, mass * total))
+            _keep_found(logits, index, windows(key, weights_at, mass * total), key)
             return logits
         threshold = sorted_thresholds(key, weights_at, mass * total)
         return logits.masked_fill_(use.unsqueeze(1) & (key < threshold.unsqueeze(1)), _NEG_INF)
