@@ -135,7 +135,7 @@ class Setup:
         self.vocab = vocab
         self.theirs = StopStringCriteria(tokenizer, STOPS)
         self.ours = stop_strings(vocab, STOPS, include_prompt=True)
-        self.generated_only = stop_strings(vocab, STOPS)
+        self.generated_only = stop_strings(vocab, STOPS, include_prompt=False)
         self.byte_token: dict[int, int] = {}
         for i in range(len(vocab)):
             data = vocab.token_bytes(i)
@@ -198,6 +198,30 @@ def definition(vocab: Vocabulary, strings: Sequence[bytes], tokens: Sequence[int
     return any(s in text[max(0, len(before) - len(s) + 1) :] for s in strings)
 
 
+def where_it_ends(
+    vocab: Vocabulary, strings: Sequence[bytes], tokens: Sequence[int]
+) -> tuple[int, int] | None:
+    """(string, end): among the strings that occur with their last byte in the last token, the
+    one that ends first there (the lower index on a tie), and how many of the last token's bytes
+    reach up to its end."""
+    if not definition(vocab, strings, tokens):
+        return None
+    last = vocab.token_bytes(tokens[-1])
+    assert last is not None
+    before = b""
+    for token in reversed(tokens[:-1]):
+        data = vocab.token_bytes(token) if token < vocab.vocab_size else None
+        if data is None:
+            break
+        before = data + before
+    text = before + last
+    for end in range(len(before) + 1, len(text) + 1):
+        for i, s in enumerate(strings):
+            if end >= len(s) and text[end - len(s) : end] == s:
+                return i, end - len(before)
+    raise AssertionError("the definition found a match that no end explains")
+
+
 @st.composite
 def sequences(draw: st.DrawFn, setup: Setup) -> list[int]:
     ids: list[int] = []
@@ -215,12 +239,20 @@ def check_every_step(setup: Setup, ids: list[int], splits: list[int], device: st
     state = DecodeState.from_lists(prompts, outputs, budget=1, device=device)
     drawn = torch.tensor(ids, device=device)
     whole = setup.ours.to(device)(state, drawn).cpu()
+    found = setup.ours.to(device).find(state, drawn)
     generated = setup.generated_only.to(device)(state, drawn).cpu()
     stops = [s.encode() for s in STOPS]
     for k in range(rows):
         theirs = bool(setup.theirs(torch.tensor([ids[: k + 1]]), None)[0])
         assert bool(whole[k]) == theirs == definition(setup.vocab, stops, ids[: k + 1]), k
         assert bool(generated[k]) == definition(setup.vocab, stops, outputs[k]), k
+        where = where_it_ends(setup.vocab, stops, ids[: k + 1])
+        assert bool(found.finished[k]) == (where is not None)
+        if where is not None:
+            newest = setup.vocab.token_bytes(ids[k])
+            assert newest is not None
+            assert (int(found.string[k]), int(found.end[k])) == where, k
+            assert int(found.excess[k]) == len(newest) - where[1]
 
 
 def run_tokenizer(setup: Setup, data: st.DataObject, device: str = "cpu") -> None:
@@ -265,6 +297,23 @@ def test_o200k(o200k: Setup, data: st.DataObject) -> None:
 def test_gpt2_and_llama2_on_cuda(gpt2: Setup, llama2: Setup, data: st.DataObject) -> None:
     run_tokenizer(gpt2, data, "cuda")
     run_tokenizer(llama2, data, "cuda")
+
+
+def test_a_string_that_ends_inside_the_newest_token(gpt2: Setup) -> None:
+    # "ENDE" is GPT-2 "EN" + "DE": "END" ends one byte into "DE". With "EN" in the prompt,
+    # Transformers' criterion stops (it reads the whole sequence), and so does the default here;
+    # searching the drawn tokens only, as vLLM does, it does not.
+    ids = gpt2.encode("ENDE", bytewise=False)
+    assert [gpt2.vocab.token_bytes(i) for i in ids] == [b"EN", b"DE"]
+    state = DecodeState.from_lists([ids[:1]], [ids[1:]])
+    drawn = torch.tensor(ids[1:])
+    assert bool(StopStringCriteria(gpt2.tokenizer, ["END"])(torch.tensor([ids]), None)[0])
+    stop = stop_strings(gpt2.vocab, ["END", "DE"])
+    found = stop.find(state, drawn)
+    assert bool(stop(state, drawn)[0])
+    # "END" ends after one byte of "DE", before "DE" itself does: the text keeps "END".
+    assert (found.string.item(), found.end.item(), found.excess.item()) == (0, 1, 1)
+    assert not bool(stop_strings(gpt2.vocab, ["END"], include_prompt=False)(state, drawn)[0])
 
 
 def test_split_code_points_stop_on_every_vocabulary(
@@ -321,8 +370,8 @@ def small_vocab() -> Vocabulary:
 
 def test_tokens_without_bytes_break_a_match_and_prompts_count_only_when_asked() -> None:
     vocab = small_vocab()
-    whole = stop_strings(vocab, ["abc", "é"], include_prompt=True)
-    generated = stop_strings(vocab, ["abc", "é"])
+    whole = stop_strings(vocab, ["abc", "é"])
+    generated = stop_strings(vocab, ["abc", "é"], include_prompt=False)
     rows = [
         ([], [0, 2]),  # "abc"
         ([], [0, 1, 2]),  # a special token between: no match
@@ -370,7 +419,9 @@ def test_end_of_sequence_and_lengths_equal_transformers() -> None:
 def test_a_decode_loop() -> None:
     # Commit tokens step by step; retire rows as the criterion says; finished rows stop growing.
     vocab = small_vocab()
-    done = criterion(stop_strings(vocab, ["abc"]), EndOfSequence(5), MaxNewTokens(4))
+    done = criterion(
+        stop_strings(vocab, ["abc"], include_prompt=False), EndOfSequence(5), MaxNewTokens(4)
+    )
     state = DecodeState.from_lists([[2], [2], [2]])
     script = [[0, 0, 0], [2, 5, 0], [0, 0, 0], [2, 2, 2]]
     finished_at = [-1, -1, -1]

@@ -191,6 +191,7 @@ def compile_stop_strings(
     npt.NDArray[np.bool_],
     npt.NDArray[np.bool_],
     npt.NDArray[np.int64],
+    npt.NDArray[np.int32],
 ]:
     """Where each token's bytes can sit inside each stop string: (slots, lengths, ends, inside,
-    offsets); see ``guided_core::stop``."""
+    offsets, first_ends); see ``guided_core::stop``."""

@@ -19,8 +19,10 @@ combines the answer with the rows it already retired (``state.finish(...)``).
   whose character two tokens split still stops. The rule is Transformers' ``StopStringCriteria``
   (only a match that reaches into the newest token counts; an older one would have stopped the row
   already), over bytes instead of decoded text. Tokens without bytes (special tokens) are not text
-  and break a match. By default only the drawn tokens are searched, as vLLM does;
-  ``include_prompt=True`` lets a match start in the prompt, as Transformers does.
+  and break a match. By default a match may start in the prompt, as Transformers' criterion
+  reads the whole sequence; ``include_prompt=False`` searches the drawn tokens only, as vLLM
+  does. :meth:`StopStrings.find` also says where each string ended inside the newest token, so
+  that a caller can cut the text there (``StopStringCriteria`` answers only yes or no).
 
 How the check runs, for every column ``q`` (a stop string ``s`` of ``m`` bytes and an overlap
 ``o``): the newest token must allow overlap ``o``; walking back, the ``k``-th older token must sit
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -47,6 +50,7 @@ __all__ = [
     "EndOfSequence",
     "MaxLength",
     "MaxNewTokens",
+    "StopMatch",
     "StopStrings",
     "StoppingCriterion",
     "criterion",
@@ -101,6 +105,24 @@ class MaxLength(StoppingCriterion):
         return state.lengths >= _per_row(self.length, state)
 
 
+@dataclass(frozen=True)
+class StopMatch:
+    """Where a stop string ended in each row's newest token (``[rows]`` tensors on the state's
+    device), from :meth:`StopStrings.find`.
+
+    Where several strings match, the one that ends first in the token counts (the lower index on
+    a tie). ``end`` bytes of the newest token reach up to the string's last byte and ``excess``
+    bytes follow it: the text stops ``excess`` bytes before its end, and without the string
+    ``excess + len(strings[string])`` bytes before. Rows that did not stop hold ``string = -1``
+    and zeros.
+    """
+
+    finished: torch.Tensor
+    string: torch.Tensor
+    end: torch.Tensor
+    excess: torch.Tensor
+
+
 class StopStrings(StoppingCriterion):
     """A stop string ends in the newest token (see the module notes); build with
     :func:`stop_strings`."""
@@ -113,8 +135,9 @@ class StopStrings(StoppingCriterion):
         ends: torch.Tensor,
         inside: torch.Tensor,
         offsets: Sequence[int],
+        first_ends: torch.Tensor,
         *,
-        include_prompt: bool = False,
+        include_prompt: bool = True,
     ) -> None:
         self.strings = tuple(strings)
         self.include_prompt = include_prompt
@@ -122,8 +145,13 @@ class StopStrings(StoppingCriterion):
         self.lengths = lengths.to(torch.long)
         self.ends = ends.to(torch.bool)
         self.inside = inside.to(torch.bool)
+        self.first_ends = first_ends.to(torch.long)
         sizes = [offsets[i + 1] - offsets[i] for i in range(len(self.strings))]
-        # Per column: the string's first column, its length, and the overlap the column stands for.
+        # Per column: its string, the string's first column, its length, and the overlap the
+        # column stands for.
+        self.column_string = torch.tensor(
+            [i for i, m in enumerate(sizes) for _ in range(m)], dtype=torch.long
+        )
         self.column_offset = torch.tensor(
             [offsets[i] for i, m in enumerate(sizes) for _ in range(m)], dtype=torch.long
         )
@@ -141,10 +169,42 @@ class StopStrings(StoppingCriterion):
         return moved
 
     def __call__(self, state: DecodeState, drawn: torch.Tensor) -> torch.Tensor:
+        matched, _, _ = self._matches(state)
+        return matched.any(dim=1)
+
+    def find(self, state: DecodeState, drawn: torch.Tensor) -> StopMatch:
+        """Which rows stop, and where their stop string ended in the newest token."""
+        matched, newest, length = self._matches(state)
+        device = state.device
+        if matched.shape[1] == 0:
+            none = torch.zeros(state.rows, dtype=torch.long, device=device)
+            return StopMatch(none.bool(), none - 1, none, none)
+        overlap = self.column_overlap.to(device)
+        size = self.column_size.to(device)
+        string = self.column_string.to(device)
+        # An overlap below the string's length ends that far into the token; a string wholly
+        # inside the token ends where its first occurrence there does.
+        inside = self.first_ends.to(device)[newest].gather(1, string.expand_as(matched))
+        end = torch.where(overlap < size, overlap, inside)
+        never = torch.iinfo(torch.long).max
+        earliest = torch.where(matched, end, never)
+        best, column = earliest.min(dim=1)
+        finished = best < never
+        return StopMatch(
+            finished=finished,
+            string=torch.where(finished, string[column], -1),
+            end=torch.where(finished, best, 0),
+            excess=torch.where(finished, length - best, 0),
+        )
+
+    def _matches(self, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``[rows, columns]``: the newest token ends the column's string with the column's
+        overlap; with the newest token's table row and length."""
         device = state.device
         rows = state.rows
         if self.column_size.numel() == 0:
-            return torch.zeros(rows, dtype=torch.bool, device=device)
+            empty = torch.zeros(rows, dtype=torch.long, device=device)
+            return torch.zeros((rows, 0), dtype=torch.bool, device=device), empty, empty
         slots, lengths = self.slots.to(device), self.lengths.to(device)
         ends, inside = self.ends.to(device), self.inside.to(device)
         offset = self.column_offset.to(device)
@@ -164,7 +224,7 @@ class StopStrings(StoppingCriterion):
         start = ends[slot[:, 0]]  # [rows, columns]: the newest token may end the string this way
         complete = start & (overlap >= size)
         if self.reach == 0:
-            return complete.any(dim=1)
+            return complete, slot[:, 0], length[:, 0]
         # Bytes matched before the k-th older token (k = 1..reach), per column.
         walked = torch.cumsum(length[:, 1:], dim=1)
         before = overlap + torch.nn.functional.pad(walked[:, :-1], (1, 0)).unsqueeze(2)
@@ -175,14 +235,14 @@ class StopStrings(StoppingCriterion):
         # Every step up to k fits (or the string was complete before it).
         holds = torch.cumprod((fits | done_before).to(torch.uint8), dim=1).bool()
         reached = (holds & (after >= size)).any(dim=1)
-        return (complete | (start & reached)).any(dim=1)
+        return complete | (start & reached), slot[:, 0], length[:, 0]
 
 
 def stop_strings(
     vocabulary: Any,
     strings: str | bytes | Iterable[str | bytes],
     *,
-    include_prompt: bool = False,
+    include_prompt: bool = True,
     device: torch.device | str | None = None,
     max_stop_bytes: int = 4096,
     max_table_bytes: int = 256 << 20,
@@ -190,8 +250,10 @@ def stop_strings(
     """Compile ``strings`` (str, UTF-8 encoded, or bytes) over a ``guided.Vocabulary`` or a
     transformers tokenizer (read with ``Vocabulary.from_huggingface``), once, on the host.
 
-    ``max_stop_bytes`` bounds the strings' total length and ``max_table_bytes`` the tables
-    (``SizeLimitError`` beyond them).
+    ``include_prompt`` (default, as Transformers' ``StopStringCriteria``) lets a match start in
+    the prompt; ``False`` searches the drawn tokens only, as vLLM does. ``max_stop_bytes`` bounds
+    the strings' total length and ``max_table_bytes`` the tables (``SizeLimitError`` beyond
+    them).
     """
     vocab = (
         vocabulary
@@ -209,7 +271,7 @@ def stop_strings(
             raise ValueError(f"stop string {i} must be str or bytes, got {text!r}")
         if not encoded[-1]:
             raise ValueError(f"stop string {i} is empty; it would match everywhere")
-    slots, lengths, ends, inside, offsets = compile_stop_strings(
+    slots, lengths, ends, inside, offsets, first_ends = compile_stop_strings(
         vocab, encoded, max_stop_bytes=max_stop_bytes, max_table_bytes=max_table_bytes
     )
     criterion_ = StopStrings(
@@ -219,6 +281,7 @@ def stop_strings(
         torch.from_numpy(ends),
         torch.from_numpy(inside),
         offsets.tolist(),
+        torch.from_numpy(first_ends),
         include_prompt=include_prompt,
     )
     return criterion_ if device is None else criterion_.to(device)

@@ -22,6 +22,11 @@
 //!   which `p` it allows;
 //! * walking back, `p` grows by each token's length; the match is complete when it reaches `m`.
 //!
+//! A caller that trims the text needs to know *where* the string ended. With an overlap `o < m`
+//! it ended `o` bytes into the newest token; when the whole string lies inside the token,
+//! [`StopTable::first_ends`] holds where its first occurrence there ends. The earliest such end
+//! over the strings that match is where the text stops ([`StopTable::find_at_end`]).
+//!
 //! Everything is bytes, so a code point split between tokens is no different from any other byte
 //! boundary. A token with no bytes (a special token) holds no part of any stop string and breaks a
 //! match that would run across it: it is not text.
@@ -56,6 +61,16 @@ pub struct StopTable {
     lengths: Vec<u32>,
     ends: Vec<bool>,
     inside: Vec<bool>,
+    first_ends: Vec<u32>,
+}
+
+/// Where a stop string ended in the newest token: see [`StopTable::find_at_end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopMatch {
+    /// The index of the stop string.
+    pub string: usize,
+    /// How many bytes of the newest token the text keeps up to the string's last byte.
+    pub end: usize,
 }
 
 impl StopTable {
@@ -104,10 +119,17 @@ impl StopTable {
                     row_ends.fill(false);
                     row_inside.fill(false);
                     let mut marked = false;
-                    for ((s, index), &offset) in strings.iter().zip(&indexes).zip(&offsets) {
+                    let mut first_ends = Vec::new();
+                    for (i, ((s, index), &offset)) in
+                        strings.iter().zip(&indexes).zip(&offsets).enumerate()
+                    {
                         let columns = offset..offset + s.len();
                         marked |= mark_ends(bytes, s, index, &mut row_ends[columns.clone()]);
                         marked |= mark_inside(bytes, s, index, &mut row_inside[columns]);
+                        if let Some(end) = first_end(bytes, s) {
+                            // invariant: a token's length is far below u32::MAX.
+                            first_ends.push((i as u32, end as u32));
+                        }
                     }
                     if marked {
                         let set = |row: &[bool]| -> Vec<u32> {
@@ -118,6 +140,7 @@ impl StopTable {
                             id,
                             ends: set(&row_ends),
                             inside: set(&row_inside),
+                            first_ends,
                         });
                     }
                 }
@@ -136,6 +159,7 @@ impl StopTable {
         let mut slots = vec![0u32; vocab_size];
         let mut ends = vec![false; rows * width];
         let mut inside = vec![false; rows * width];
+        let mut first_ends = vec![0u32; rows * strings.len()];
         for (row, marks) in chunks.iter().flatten().enumerate().map(|(i, m)| (i + 1, m)) {
             // invariant: rows <= vocab_size + 1 <= MAX_VOCAB_SIZE + 1, far below u32::MAX.
             slots[marks.id as usize] = row as u32;
@@ -145,6 +169,9 @@ impl StopTable {
             for &c in &marks.inside {
                 inside[row * width + c as usize] = true;
             }
+            for &(i, end) in &marks.first_ends {
+                first_ends[row * strings.len() + i as usize] = end;
+            }
         }
         Ok(StopTable {
             strings: strings.to_vec(),
@@ -153,6 +180,7 @@ impl StopTable {
             lengths,
             ends,
             inside,
+            first_ends,
         })
     }
 
@@ -199,9 +227,17 @@ impl StopTable {
         &self.inside
     }
 
+    /// Row-major `[rows, strings]`: where the first occurrence of string `i` wholly inside the
+    /// token ends (bytes of the token up to and including its last byte), 0 when there is none.
+    pub fn first_ends(&self) -> &[u32] {
+        &self.first_ends
+    }
+
     /// Bytes the tables and the per-token arrays hold.
     pub fn memory_bytes(&self) -> usize {
-        self.ends.len() + self.inside.len() + 4 * (self.slots.len() + self.lengths.len())
+        self.ends.len()
+            + self.inside.len()
+            + 4 * (self.slots.len() + self.lengths.len() + self.first_ends.len())
     }
 
     /// The host form of the device check: the index of the first stop string that occurs in the
@@ -209,34 +245,69 @@ impl StopTable {
     ///
     /// Ids outside the vocabulary count as tokens without bytes.
     pub fn stop_at_end(&self, tokens: &[u32]) -> Option<usize> {
+        (0..self.strings.len()).find(|&i| self.end_of(i, tokens).is_some())
+    }
+
+    /// Where the text of `tokens` stops: among the stop strings that occur with their last byte
+    /// inside the last token, the one that ends earliest there (the lower index on a tie), and
+    /// how many bytes of the last token come up to its end. The caller keeps the text up to
+    /// there, or `end - len(string)` bytes into the token to drop the string too.
+    pub fn find_at_end(&self, tokens: &[u32]) -> Option<StopMatch> {
+        (0..self.strings.len())
+            .filter_map(|string| {
+                Some(StopMatch {
+                    string,
+                    end: self.end_of(string, tokens)?,
+                })
+            })
+            .min_by_key(|found| (found.end, found.string))
+    }
+
+    /// The earliest end of string `i` inside the last token of `tokens`, if it stops there.
+    fn end_of(&self, i: usize, tokens: &[u32]) -> Option<usize> {
         let (&last, before) = tokens.split_last()?;
         let width = self.width();
-        let row = |id: u32| self.slots.get(id as usize).map_or(0, |&r| r as usize) * width;
+        let slot = |id: u32| self.slots.get(id as usize).map_or(0, |&r| r as usize);
         let length = |id: u32| self.lengths.get(id as usize).map_or(0, |&n| n as usize);
-        (0..self.strings.len()).find(|&i| {
-            let (offset, m) = (self.offsets[i], self.strings[i].len());
-            (1..=m).any(|o| {
-                if !self.ends[row(last) + offset + o - 1] {
-                    return false;
+        let (offset, m) = (self.offsets[i], self.strings[i].len());
+        let ends = slot(last) * width + offset;
+        // Overlaps below m end where they say; m means the string lies inside the token.
+        (1..=m).find_map(|o| {
+            if !self.ends[ends + o - 1] {
+                return None;
+            }
+            let mut matched = o;
+            for &id in before.iter().rev() {
+                if matched >= m || !self.inside[slot(id) * width + offset + matched - 1] {
+                    break;
                 }
-                let mut matched = o;
-                for &id in before.iter().rev() {
-                    if matched >= m || !self.inside[row(id) + offset + matched - 1] {
-                        break;
-                    }
-                    matched += length(id);
+                matched += length(id);
+            }
+            (matched >= m).then(|| {
+                if o < m {
+                    o
+                } else {
+                    self.first_ends[slot(last) * self.strings.len() + i] as usize
                 }
-                matched >= m
             })
         })
     }
 }
 
-/// The columns one token marks in each table.
+/// The columns one token marks in each table, and where strings inside it first end.
 struct Marks {
     id: u32,
     ends: Vec<u32>,
     inside: Vec<u32>,
+    first_ends: Vec<(u32, u32)>,
+}
+
+/// Where the first occurrence of `s` wholly inside `b` ends, if any.
+fn first_end(b: &[u8], s: &[u8]) -> Option<usize> {
+    (b.len() >= s.len())
+        .then(|| b.windows(s.len()).position(|w| w == s))
+        .flatten()
+        .map(|start| start + s.len())
 }
 
 /// Positions of each byte value in a stop string, to try only the alignments where a token's
@@ -349,6 +420,54 @@ mod tests {
                 .filter(|&end| end > start && end >= s.len())
                 .any(|end| &text[end - s.len()..end] == *s)
         })
+    }
+
+    /// The definition of where the text stops: the earliest end of any string inside the last
+    /// token (the lower index on a tie), counted in the last token's bytes.
+    fn brute_force_end(v: &Vocabulary, strings: &[&[u8]], tokens: &[u32]) -> Option<StopMatch> {
+        let (&last, before) = tokens.split_last()?;
+        let last_bytes = v.token_bytes(last)?;
+        let mut text = Vec::new();
+        for &id in before.iter().rev() {
+            match v.token_bytes(id) {
+                Some(b) => text.splice(0..0, b.iter().copied()),
+                None => break,
+            };
+        }
+        let start = text.len();
+        text.extend_from_slice(last_bytes);
+        (start + 1..=text.len())
+            .flat_map(|end| (0..strings.len()).map(move |i| (end, i)))
+            .find(|&(end, i)| {
+                end >= strings[i].len() && text[end - strings[i].len()..end] == *strings[i]
+            })
+            .map(|(end, string)| StopMatch {
+                string,
+                end: end - start,
+            })
+    }
+
+    #[test]
+    fn where_the_text_stops() {
+        let v = vocab(&[b"EN", b"DE", b"xENDyEND", b"EN", b"D", b"ND", b"E"]);
+        let t = table(&v, &[b"END", b"NDy"]);
+        // "EN" + "DE": the string ends one byte into "DE".
+        assert_eq!(
+            t.find_at_end(&[0, 1]),
+            Some(StopMatch { string: 0, end: 1 })
+        );
+        // Inside one token: the first occurrence counts.
+        assert_eq!(t.find_at_end(&[2]), Some(StopMatch { string: 0, end: 4 }));
+        // "E" + "ND": ends exactly at the token's end.
+        assert_eq!(
+            t.find_at_end(&[6, 5]),
+            Some(StopMatch { string: 0, end: 2 })
+        );
+        assert_eq!(
+            t.find_at_end(&[0, 4]),
+            Some(StopMatch { string: 0, end: 1 })
+        );
+        assert_eq!(t.find_at_end(&[1]), None);
     }
 
     #[test]
@@ -474,6 +593,7 @@ mod tests {
             if let Some(i) = got {
                 prop_assert!(brute_force(&v, &s[i..=i], &sequence).is_some());
             }
+            prop_assert_eq!(t.find_at_end(&sequence), brute_force_end(&v, &s, &sequence));
         }
     }
 }

@@ -11,18 +11,21 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
-/// The arrays of one compiled table: token slots, token lengths, `ends`, `inside`, column offsets.
+/// The arrays of one compiled table: token slots, token lengths, `ends`, `inside`, column offsets,
+/// `first_ends`.
 type Tables<'py> = (
     Bound<'py, PyArray1<i32>>,
     Bound<'py, PyArray1<i32>>,
     Bound<'py, PyArray2<bool>>,
     Bound<'py, PyArray2<bool>>,
     Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray2<i32>>,
 );
 
 /// Compiles where each token of `vocab` can sit inside each of `strings` (str is UTF-8 encoded).
 ///
-/// Returns `(slots, lengths, ends, inside, offsets)`; see `guided_core::stop` for their meaning.
+/// Returns `(slots, lengths, ends, inside, offsets, first_ends)`; see `guided_core::stop` for
+/// their meaning.
 #[pyfunction]
 #[pyo3(signature = (vocab, strings, *, max_stop_bytes = guided_core::stop::DEFAULT_MAX_STOP_BYTES, max_table_bytes = guided_core::stop::DEFAULT_MAX_TABLE_BYTES))]
 pub fn compile_stop_strings<'py>(
@@ -73,5 +76,7 @@ pub fn compile_stop_strings<'py>(
     let ends = PyArray1::from_slice(py, table.ends()).reshape([rows, width])?;
     let inside = PyArray1::from_slice(py, table.inside()).reshape([rows, width])?;
     let offsets = PyArray1::from_vec(py, table.offsets().iter().map(|&o| o as i64).collect());
-    Ok((slots, lengths, ends, inside, offsets))
+    let first_ends = PyArray1::from_vec(py, to_i32(table.first_ends()))
+        .reshape([rows, table.strings().len()])?;
+    Ok((slots, lengths, ends, inside, offsets, first_ends))
 }
