@@ -346,6 +346,11 @@ def render(results: dict[str, Any]) -> str:
     if isinstance(sampler, dict):
         for key, title in (
             ("sampler", "### Sampler step, mixed batch (`bench/sampler.py`)"),
+            (
+                "distributions",
+                "### Sampler on flat, peaked and mixed logits; each filter alone on 16 rows "
+                "beside one batched sort (`bench/sampler.py`)",
+            ),
             ("apply_cpu", "### Bitmask apply on CPU (`bench/sampler.py`)"),
         ):
             if sampler.get(key):

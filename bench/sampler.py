@@ -341,7 +341,7 @@ def bench_distributions(steps: int, batch: int = 64, vocab: int = 128_000) -> li
             print(f"{'':>8}   Sampler, {alone} {kind} rows: {ms:8.2f} ms ({ms / sort_ms:.2f} sort)")
         state = DecodeState.from_lists([[0]] * alone)
         for label, transform in filters:
-            ms = median_ms(lambda t=transform, p=part: t(state, p), steps)
+            ms = median_ms(lambda t=transform, p=part, s=state: t(s, p), steps)
             row[f"{label}_ms"] = ms
             print(f"{'':>8}   {label:<20} {alone} rows: {ms:8.2f} ms ({ms / sort_ms:.2f} sort)")
         results.append(row)
