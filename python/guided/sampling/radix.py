@@ -25,7 +25,9 @@ the reverse one. So the threshold is found a digit of its bits at a time, as a r
 3. Two more 10-bit digits of the remaining 20 bits, over that set, pin the threshold to one key.
 
 Three histogram passes and a comparison in the worst case; on a typical flat row, one pass over
-the row and two over a few hundred keys. Ties need no care: the threshold is a key value, and
+the row and two over a few hundred keys. A bucket kept in place is usually a few tied keys (a
+constant row, or keys a few ulps apart): the digits its largest and smallest keys share are known
+without a histogram, and one tied key is the threshold at once. Ties need no care: the threshold is a key value, and
 every key equal to it survives, so tie groups are kept whole (``-0.0`` and ``0.0`` fall in
 different buckets but compare equal, so they survive together too).
 
@@ -152,11 +154,11 @@ def mass_thresholds(keys: torch.Tensor, weights: torch.Tensor, limit: torch.Tens
         if bool(missed.any()):
             # The set reached the limit at the digit above but its parts, summed in another
             # order, do not: it survives whole, down to its smallest key (largest rank).
-            smallest = torch.full((rows,), -1, dtype=torch.int32, device=device)
-            smallest.scatter_reduce_(
+            last = torch.full((rows,), -1, dtype=torch.int32, device=device)
+            last.scatter_reduce_(
                 0, owner.reshape(-1), rank.masked_fill(~member, -1).reshape(-1), "amax"
             )
-            value = torch.where(missed, smallest, value)
+            value = torch.where(missed, last, value)
             settled |= missed
         value = torch.where(settled, value, (value << _LATER_BITS) | column.to(torch.int32))
         if shift:
