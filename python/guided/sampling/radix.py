@@ -27,14 +27,18 @@ the reverse one. So the threshold is found a digit of its bits at a time, as a r
 Three histogram passes and a comparison in the worst case; on a typical flat row, one pass over
 the row and two over a few hundred keys. A bucket kept in place is usually a few tied keys (a
 constant row, or keys a few ulps apart): the digits its largest and smallest keys share are known
-without a histogram, and one tied key is the threshold at once. Ties need no care: the threshold is a key value, and
-every key equal to it survives, so tie groups are kept whole (``-0.0`` and ``0.0`` fall in
-different buckets but compare equal, so they survive together too).
+without a histogram, and one tied key is the threshold at once.
 
-Sums: the first histogram adds float32 weights, as the sorted running sum does; the narrower ones
-add in float64. Sums of the same weights in different orders may differ in the last bits, so a
-bucket chosen for reaching the limit may hold digits none of which reaches it on its own; then
-every key of the bucket survives (the decision was within rounding of the limit either way).
+Ties need no care: the threshold is a key value, and every key equal to it survives, so tie groups
+are kept whole (``-0.0`` and ``0.0`` fall in different buckets but compare equal, so they survive
+together too).
+
+Sums: histograms add float32 weights, as the sorted running sum does, and their running sums
+are taken in float64. Sums of the same weights in different orders may differ in the last bits,
+so a bucket chosen for reaching the limit may hold digits none of which reaches it on its own;
+then every key of the bucket survives (the decision was within rounding of the limit either way).
+Per row the work and its order do not depend on the other rows, so a row's threshold is the same
+alone or in any batch.
 """
 
 from __future__ import annotations

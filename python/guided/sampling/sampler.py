@@ -128,6 +128,14 @@ class _Plan:
     warped: list[int] = field(default_factory=list)
 
 
+def _rows(tensor: torch.Tensor, picked: list[int]) -> torch.Tensor:
+    """Rows ``picked`` (ascending) of ``tensor``: a view when they are consecutive, a copy
+    otherwise."""
+    if picked == list(range(picked[0], picked[0] + len(picked))):
+        return tensor[picked[0] : picked[0] + len(picked)]
+    return tensor[picked]
+
+
 class Sampler:
     """Batched sampling for requests with mixed settings (see the module notes)."""
 
@@ -638,12 +646,11 @@ class Sampler:
         for result in resolve_windows(scores, truncation, mass):
             if isinstance(result, Cut):
                 cut = result.rows
-                rows_cut = scores if len(cut) == scores.shape[0] else scores[cut]
+                rows_cut = _rows(scores, cut)
                 originals = [live[r] for r in cut]
                 if weights is not None and originals[-1] < plan.massed:
                     # Rows that needed the mass (they lead the batch): their weights are computed.
-                    prefix = originals == list(range(len(cut)))
-                    cut_weights = weights[: len(cut)] if prefix else weights[originals]
+                    cut_weights = _rows(weights, originals)
                 else:
                     top_cut = rows_cut.amax(dim=1, keepdim=True)
                     cut_weights = torch.exp(rows_cut - top_cut)
