@@ -344,6 +344,13 @@ def render(results: dict[str, Any]) -> str:
         ]
     sampler = results.get("sampler")
     if isinstance(sampler, dict):
+        environment = sampler.get("environment") or {}
+        if environment.get("threads"):
+            parts += [
+                "",
+                f"Sampler tables: torch {environment.get('torch')} on "
+                f"{fmt(environment.get('threads'))} CPU threads.",
+            ]
         for key, title in (
             ("sampler", "### Sampler step, mixed batch (`bench/sampler.py`)"),
             (
