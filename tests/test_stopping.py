@@ -180,22 +180,30 @@ def o200k() -> Setup:
 # ----------------------------------------------------------------------------------- definition
 
 
-def definition(vocab: Vocabulary, strings: Sequence[bytes], tokens: Sequence[int]) -> bool:
-    """Some string occurs in the tokens' text with its last byte in the last token; the text is
-    cut at the last token without bytes."""
+def text_of(vocab: Vocabulary, tokens: Sequence[int]) -> tuple[bytes, int] | None:
+    """The tokens' text, cut at the last token without bytes (it is not text), and where the
+    last token starts in it; ``None`` when the last token has no bytes."""
     if not tokens:
-        return False
+        return None
     last = vocab.token_bytes(tokens[-1]) if tokens[-1] < vocab.vocab_size else None
     if last is None:
-        return False
+        return None
     before = b""
     for token in reversed(tokens[:-1]):
         data = vocab.token_bytes(token) if token < vocab.vocab_size else None
         if data is None:
             break
         before = data + before
-    text = before + last
-    return any(s in text[max(0, len(before) - len(s) + 1) :] for s in strings)
+    return before + last, len(before)
+
+
+def definition(vocab: Vocabulary, strings: Sequence[bytes], tokens: Sequence[int]) -> bool:
+    """Some string occurs in the tokens' text with its last byte in the last token."""
+    found = text_of(vocab, tokens)
+    if found is None:
+        return False
+    text, start = found
+    return any(s in text[max(0, start - len(s) + 1) :] for s in strings)
 
 
 def where_it_ends(
@@ -204,22 +212,15 @@ def where_it_ends(
     """(string, end): among the strings that occur with their last byte in the last token, the
     one that ends first there (the lower index on a tie), and how many of the last token's bytes
     reach up to its end."""
-    if not definition(vocab, strings, tokens):
+    found = text_of(vocab, tokens)
+    if found is None:
         return None
-    last = vocab.token_bytes(tokens[-1])
-    assert last is not None
-    before = b""
-    for token in reversed(tokens[:-1]):
-        data = vocab.token_bytes(token) if token < vocab.vocab_size else None
-        if data is None:
-            break
-        before = data + before
-    text = before + last
-    for end in range(len(before) + 1, len(text) + 1):
+    text, start = found
+    for end in range(start + 1, len(text) + 1):
         for i, s in enumerate(strings):
             if end >= len(s) and text[end - len(s) : end] == s:
-                return i, end - len(before)
-    raise AssertionError("the definition found a match that no end explains")
+                return i, end - start
+    return None
 
 
 @st.composite

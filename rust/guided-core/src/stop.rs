@@ -401,9 +401,9 @@ mod tests {
         StopTable::new(v, &strings, DEFAULT_MAX_STOP_BYTES, DEFAULT_MAX_TABLE_BYTES).unwrap()
     }
 
-    /// The definition: some stop string occurs in the text with its last byte in the last token,
-    /// the text being cut at the last token without bytes (it is not text).
-    fn brute_force(v: &Vocabulary, strings: &[&[u8]], tokens: &[u32]) -> Option<usize> {
+    /// The text of `tokens` cut at the last token without bytes (it is not text), and where the
+    /// last token's bytes start in it; `None` when the last token has no bytes.
+    fn text_of(v: &Vocabulary, tokens: &[u32]) -> Option<(Vec<u8>, usize)> {
         let (&last, before) = tokens.split_last()?;
         let last_bytes = v.token_bytes(last)?;
         let mut text = Vec::new();
@@ -415,6 +415,12 @@ mod tests {
         }
         let start = text.len();
         text.extend_from_slice(last_bytes);
+        Some((text, start))
+    }
+
+    /// The definition: some stop string occurs in the text with its last byte in the last token.
+    fn brute_force(v: &Vocabulary, strings: &[&[u8]], tokens: &[u32]) -> Option<usize> {
+        let (text, start) = text_of(v, tokens)?;
         strings.iter().position(|s| {
             (1..=text.len())
                 .filter(|&end| end > start && end >= s.len())
@@ -425,17 +431,7 @@ mod tests {
     /// The definition of where the text stops: the earliest end of any string inside the last
     /// token (the lower index on a tie), counted in the last token's bytes.
     fn brute_force_end(v: &Vocabulary, strings: &[&[u8]], tokens: &[u32]) -> Option<StopMatch> {
-        let (&last, before) = tokens.split_last()?;
-        let last_bytes = v.token_bytes(last)?;
-        let mut text = Vec::new();
-        for &id in before.iter().rev() {
-            match v.token_bytes(id) {
-                Some(b) => text.splice(0..0, b.iter().copied()),
-                None => break,
-            };
-        }
-        let start = text.len();
-        text.extend_from_slice(last_bytes);
+        let (text, start) = text_of(v, tokens)?;
         (start + 1..=text.len())
             .flat_map(|end| (0..strings.len()).map(move |i| (end, i)))
             .find(|&(end, i)| {
