@@ -18,8 +18,10 @@ same sets are computed without that sort:
   Min-p compares ``exp(score - max)`` with ``min_p``;
 * the window is enough when the sentinel is removed by some rule: then every token outside the
   window is removed too. Otherwise the window grows (eightfold, or at once to the size the missing
-  top-p mass suggests), up to the whole row, which is the sort. Real distributions resolve in the
-  first window; flat ones pay what a sort costs.
+  top-p mass suggests) while it stays cheap to select. A row still unresolved then (a flat
+  distribution, whose nucleus is much of the row) is cut by a radix selection over its scores'
+  bits (:mod:`guided.sampling.radix`): a few passes over the row, never a sort. Real
+  distributions resolve in the first window.
 
 Ties are kept or removed together: a token's fate depends on its score only. Transformers sorts
 with an unstable sort, so where a tie group straddles the top-p boundary it keeps an arbitrary part

@@ -24,7 +24,10 @@ is queued without a single host sync. On the CPU, where a sync costs nothing and
 152k-wide row is what costs, greedy rows that nothing modifies are read in place, truncation uses
 windows of the best scores (found through group maxima) and the draw races over the survivors
 only: a top-p row costs a handful of streaming passes (its maximum, its mass, its group maxima)
-rather than a sort, a plain row four (maximum, subtraction, exponential, block sums).
+rather than a sort, a plain row four (maximum, subtraction, exponential, block sums). A top-p row
+whose nucleus is too wide for a window (a flat distribution) is cut by a radix selection
+(:mod:`guided.sampling.radix`) over the weights its mass already computed, and drawn by a block
+race under the cut: a few more passes, still never a sort.
 
 A row with no allowed token (a grammar and ``allowed_token_ids`` that exclude each other, or a
 grammar that only allows EOS while ``min_tokens`` bans it) draws ``-1``; ``__call__`` gives it an
