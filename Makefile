@@ -12,8 +12,13 @@ REQS         := requirements/test.txt requirements/lint.txt requirements/bench.t
 EXT_SOURCES  := $(shell find rust -name '*.rs' -o -name Cargo.toml) Cargo.toml Cargo.lock pyproject.toml
 EXT_STAMP    := $(VENV)/.guided-ext-$(subst /,_,$(CURDIR))
 export PYTHONPATH := $(CURDIR)/python$(if $(PYTHONPATH),:$(PYTHONPATH))
+# The JSON-Schema-Test-Suite for drafts 4, 6, 7 and 2019-09 (../shared holds 2020-12 only), taken
+# from the sdist of the pinned jsonschema release, which vendors the suite; the hash pins the bytes.
+JSTS_SDIST   := jsonschema==4.26.0 --hash=sha256:0c26707e2efad8aa1bfc5b7ce170f3fccc2e4918ff85989ba9ffa9facb2be326
+JSTS         := $(VENV)/json-schema-test-suite
+export GUIDED_JSTS_DRAFTS := $(abspath $(JSTS))/tests
 
-.PHONY: help demo test test-rust test-python lint fmt bench build venv clean
+.PHONY: help demo test test-rust test-python lint fmt bench build venv suites clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t14
@@ -25,6 +30,16 @@ $(STAMP): $(REQS)
 	@touch $@
 
 venv: $(STAMP)  ## create .venv and install the test, lint and benchmark dependencies
+
+$(JSTS)/.stamp: $(STAMP)
+	rm -rf $(JSTS) && mkdir -p $(JSTS)
+	echo '$(JSTS_SDIST)' > $(JSTS)/requirement.txt
+	$(PY) -m pip download --quiet --no-deps --no-binary :all: \
+		--require-hashes -r $(JSTS)/requirement.txt --dest $(JSTS)
+	tar -xzf $(JSTS)/jsonschema-*.tar.gz -C $(JSTS) --strip-components=2 --wildcards '*/json/tests' '*/json/remotes'
+	@touch $@
+
+suites: $(JSTS)/.stamp  ## fetch the per-draft JSON-Schema-Test-Suite (drafts 4 to 2019-09)
 
 $(EXT_STAMP): $(STAMP) $(EXT_SOURCES)
 	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --skip-install --quiet
@@ -40,7 +55,7 @@ test: test-rust test-python  ## build and run every test
 test-rust:  ## Rust unit and property tests
 	cargo test --workspace --exclude guided-py --release
 
-test-python: build  ## pytest + hypothesis (CI=true selects the CI profile)
+test-python: build suites  ## pytest + hypothesis (CI=true selects the CI profile)
 	$(PY) -m pytest
 
 lint: $(STAMP)  ## rustfmt, clippy -D warnings, ruff, mypy --strict

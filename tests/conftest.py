@@ -28,6 +28,14 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+# A search beyond the CI budget, for a run of an hour or more (HYPOTHESIS_PROFILE=long).
+settings.register_profile(
+    "long",
+    max_examples=1_000_000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if IN_CI else "dev"))
 
 
@@ -41,6 +49,22 @@ def shared_path(*parts: str) -> Path:
     path = shared_root().joinpath(*parts)
     if not path.exists():
         reason = f"shared test data not found: {path} (set GUIDED_SHARED to its folder)"
+        if IN_CI:
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return path
+
+
+def draft_suite_path(draft: str) -> Path:
+    """The JSON-Schema-Test-Suite folder of ``draft`` (``draft4``, ``draft6``, ``draft7``,
+    ``draft2019-09``), which ``make suites`` unpacks from the pinned ``jsonschema`` sdist into
+    ``$GUIDED_JSTS_DRAFTS``; skips (or fails under CI) when it is absent."""
+    root = os.environ.get(
+        "GUIDED_JSTS_DRAFTS", str(ROOT / ".venv" / "json-schema-test-suite" / "tests")
+    )
+    path = Path(root) / draft
+    if not path.exists():
+        reason = f"per-draft test suite not found: {path} (run `make suites`)"
         if IN_CI:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)

@@ -330,9 +330,8 @@ impl TokenIndex {
     /// automaton follows `$ref` cycles with a call stack up to `config.max_call_depth` deep and
     /// builds only the states a walk visits, so a schema whose unrolled language would be far
     /// past the limits (content types that contain one another, say) costs what generation
-    /// visits. Where a recursive language must be bounded to stay exact (under `not`, say) the
-    /// schema is compiled with recursion unrolled `opts.max_recursion_depth` times instead, as
-    /// [`json_schema::json_schema_to_hir`] does.
+    /// visits. Where a recursive language would have to be bounded to stay exact (under `not`,
+    /// say) the schema is refused with [`crate::Error::UnsupportedSchema`], never narrowed.
     pub fn from_json_schema(
         schema: &serde_json::Value,
         opts: &SchemaOptions,

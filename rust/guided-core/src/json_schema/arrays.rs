@@ -62,7 +62,7 @@ impl<'a> Compiler<'a> {
         let mut contains = Vec::new();
         let mut unique: Option<Rc<str>> = None;
         for s in &flat.schemas {
-            let Some(obj) = s.value.as_object() else {
+            let Some(obj) = s.keywords() else {
                 continue;
             };
             let mut o = Owner {
@@ -176,12 +176,14 @@ impl<'a> Compiler<'a> {
             return Ok(Lang::nothing());
         }
         let mut hir = self.sequence(&items, &rest.hir, min, hi);
+        let alone = contains.len() == 1;
         for c in &contains {
             if c.hi.is_some_and(|h| h < c.lo) {
                 return Ok(Lang::nothing());
             }
             let counted = self.contains_language(
                 c,
+                alone,
                 &rest_parts,
                 k,
                 min,
@@ -212,10 +214,14 @@ impl<'a> Compiler<'a> {
     }
 
     /// `unevaluatedItems` adds nothing when the schema holding it already governs every position
-    /// with `items` (or `additionalItems`); anything else depends on evaluation results.
+    /// with `items` (or `additionalItems` after an array `items`; without one it is ignored);
+    /// anything else depends on evaluation results.
     fn unevaluated_items(&mut self, s: &SchemaRef<'a>, u: &Value) -> Result<()> {
-        let covered =
-            s.get("items").is_some_and(|i| !i.is_array()) || s.get("additionalItems").is_some();
+        let covered = match s.get("items") {
+            Some(Value::Array(_)) => s.get("additionalItems").is_some(),
+            Some(_) => true,
+            None => false,
+        };
         if u == &Value::Bool(true) || covered {
             return Ok(());
         }
@@ -283,11 +289,13 @@ impl<'a> Compiler<'a> {
         Hir::concat([Hir::literal("["), self.ws.clone(), inner, Hir::literal("]")])
     }
 
-    /// The `contains` constraint as a language to intersect with the array (or to replace it).
+    /// The `contains` constraint as a language to intersect with the array (or to replace it,
+    /// when it is the `alone` one and nothing else shapes the array).
     #[allow(clippy::too_many_arguments)]
     fn contains_language(
         &mut self,
         c: &Contains<'a>,
+        alone: bool,
         rest_parts: &[Part<'a>],
         k: usize,
         min: u64,
@@ -299,8 +307,10 @@ impl<'a> Compiler<'a> {
     ) -> Result<Counted> {
         let max_free = self.opts.max_free_depth as u32;
         let sep = self.sep();
-        // Simple case: one shared item language and no length bounds: build the count directly.
-        let direct = k == 0 && min == 0 && max.is_none();
+        // Simple case: one shared item language, no length bounds and no other `contains`: build
+        // the count directly. With a second `contains` each must be intersected, or the later
+        // one's direct language would replace the earlier one's.
+        let direct = alone && k == 0 && min == 0 && max.is_none();
         let (yes, no) = if direct {
             let mut with = rest_parts.to_vec();
             with.push(Part::Schema(c.schema.clone()));
@@ -316,7 +326,7 @@ impl<'a> Compiler<'a> {
             // Cover mode: exact for every item the array language can hold.
             let strict = ctx.strict.as_ref().map(|l| l.child_item(&self.doc));
             let mut ictx = ctx.child(flat, unconstrained, max_free, strict);
-            ictx.cover = Some(self.bounded_depth(depth, "contains")?);
+            ictx.cover = Some(self.bounded_depth(depth, "contains", &c.schema.ptr)?);
             let yes = self.compile_loc(vec![Part::Schema(c.schema.clone())], &ictx)?;
             let no = self.compile_loc(vec![Part::Not(c.schema.clone())], &ictx)?;
             (yes.hir, no.hir)

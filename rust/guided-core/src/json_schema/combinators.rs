@@ -98,7 +98,7 @@ impl<'a> Facts<'a> {
         let admits = |vals: &[&Value], types: Types| {
             vals.iter().any(|v| {
                 let t = Types::of(v);
-                types.has(t) || (t == Types::INT && types.has(Types::FRAC))
+                types.has(t) || (t == Types::INTEGRAL && types.has(Types::FRAC))
             })
         };
         match (&self.values, &other.values) {
@@ -264,9 +264,9 @@ impl<'a> Compiler<'a> {
     /// (`enum`, `not`, `anyOf`, `if`, an unresolvable or deeply nested `$ref`) admits no whole
     /// type here.
     fn whole_types(&self, s: &SchemaRef<'a>, depth: usize) -> Types {
-        let obj = match s.value {
-            Value::Bool(true) => return Types::ALL,
-            Value::Object(o) if depth <= MAX_WHOLE_TYPES_DEPTH => o,
+        let obj = match (s.value, s.keywords()) {
+            (Value::Bool(true), _) => return Types::ALL,
+            (_, Some(o)) if depth <= MAX_WHOLE_TYPES_DEPTH => o,
             _ => return Types::NONE,
         };
         let mut out = Types::ALL;
@@ -282,13 +282,13 @@ impl<'a> Compiler<'a> {
         for (k, v) in obj {
             out = match k.as_str() {
                 "$ref" => out,
-                // Draft 4 reads `integer` by the spelling (`1.0` is not one), so an integer
-                // type is never claimed whole.
-                "type" => Types::from_keyword(v).map_or(Types::NONE, |t| {
+                // An integer type alone is never claimed whole: integer locations write no
+                // exponent texts (see `numbers`), which a number location beside it may.
+                "type" => Types::from_keyword(v, s.draft).map_or(Types::NONE, |t| {
                     let t = if t.has(Types::FRAC) {
                         t
                     } else {
-                        t.minus(Types::INT)
+                        t.minus(Types::INTEGRAL)
                     };
                     out.and(t)
                 }),
@@ -387,10 +387,10 @@ impl<'a> Compiler<'a> {
     }
 
     fn fold_into(&self, n: &SchemaRef<'a>, flat: &mut Flat<'a>, depth: usize) -> Folded {
-        let obj = match n.value {
-            Value::Bool(true) => return Folded::Nothing,
-            Value::Bool(false) => return Folded::Yes,
-            Value::Object(o) => o,
+        let obj = match (n.value, n.keywords()) {
+            (Value::Bool(true), _) => return Folded::Nothing,
+            (Value::Bool(false), _) => return Folded::Yes,
+            (_, Some(o)) => o,
             _ => return Folded::No,
         };
         if depth > 8 {
@@ -403,14 +403,21 @@ impl<'a> Compiler<'a> {
             .collect();
         match keys.as_slice() {
             [] => Folded::Nothing,
-            ["type"] => match Types::from_keyword(&obj["type"]) {
+            ["type"] => match obj
+                .get("type")
+                .and_then(|t| Types::from_keyword(t, n.draft))
+            {
                 Some(t) => {
                     flat.excluded_types = Some(flat.excluded_types.unwrap_or(Types::NONE).or(t));
                     Folded::Yes
                 }
                 None => Folded::No,
             },
-            ["required"] => match obj["required"].as_array().map(Vec::as_slice) {
+            ["required"] => match obj
+                .get("required")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
                 Some([]) => Folded::Nothing,
                 Some([Value::String(name)]) => {
                     let name: Rc<str> = Rc::from(name.as_str());
@@ -422,10 +429,10 @@ impl<'a> Compiler<'a> {
                 _ => Folded::No,
             },
             ["enum"] | ["const"] => {
-                let vals: Vec<&'a Value> = match obj.get("enum") {
-                    Some(Value::Array(a)) => a.iter().collect(),
-                    Some(_) => return Folded::No,
-                    None => vec![&obj["const"]],
+                let vals: Vec<&'a Value> = match (obj.get("enum"), obj.get("const")) {
+                    (Some(Value::Array(a)), _) => a.iter().collect(),
+                    (None, Some(c)) => vec![c],
+                    _ => return Folded::No,
                 };
                 if vals.iter().all(|v| v.is_string()) {
                     flat.excluded_strings
@@ -436,7 +443,7 @@ impl<'a> Compiler<'a> {
                 }
             }
             ["anyOf"] => {
-                let Some(alts) = obj["anyOf"].as_array() else {
+                let Some(alts) = obj.get("anyOf").and_then(Value::as_array) else {
                     return Folded::No;
                 };
                 for (i, a) in alts.iter().enumerate() {
@@ -447,8 +454,9 @@ impl<'a> Compiler<'a> {
                 }
                 Folded::Yes
             }
-            ["$ref"] => match obj["$ref"]
-                .as_str()
+            ["$ref"] => match obj
+                .get("$ref")
+                .and_then(Value::as_str)
                 .and_then(|r| self.doc.resolve(n, r).ok())
             {
                 Some(t) => self.fold_into(&t, flat, depth + 1),

@@ -34,8 +34,8 @@
 //! compiled, becomes a rule ([`Hir::Call`] inside [`Hir::Grammar`]); so does a free value, whose
 //! children are then free to the same depth and so repeat its key. The keys are finite, so every
 //! recursion meets an open location. What needs the depth of a language to stay exact (the cover
-//! of a complement, a member count by intersection) refuses a recursive one, and the caller
-//! compiles the schema unrolled instead. Locations under a strict layout are not memoized, so they
+//! of a complement, a member count by intersection) refuses a recursive one with
+//! `UnsupportedSchemaError`: unrolling it would narrow the language without saying so. Locations under a strict layout are not memoized, so they
 //! unroll in either mode.
 //!
 //! Termination and size: every call counts against `max_work`, nesting against `max_nesting`, and a
@@ -52,9 +52,10 @@ use std::sync::{LazyLock, Mutex};
 use rustc_hash::FxHashSet;
 use serde_json::Value;
 
+use super::drafts::Keywords;
 use super::keywords::{constrains, scalars, Scalars, Types};
 use super::layout::{declared_names, Loc, Source};
-use super::numbers::{number_language, NumberSpec};
+use super::numbers::{integer_spelling, number_language, NumberSpec};
 use super::resolve::{Document, Draft, SchemaRef};
 use super::strings::{length_range, pattern_value, string_text, strings_except};
 use super::SchemaOptions;
@@ -305,11 +306,20 @@ pub(crate) struct Rules {
 /// by mistake ([`Compiler::bounded_depth`]), small enough that adding to it cannot overflow.
 const UNBOUNDED_DEPTH: u32 = u32::MAX / 4;
 
-/// The error of a grammar-mode compilation that needs the automaton, or the bounded depth, of a
-/// recursive language (a recursive value under `not`, `contains` with bounds, or a member count);
-/// the caller compiles with unrolled recursion instead.
-pub(crate) fn recursion_needs_automaton(what: &str) -> Error {
-    Error::Invalid(format!("recursive language under {what}"))
+/// The refusal of a grammar-mode compilation that needs the automaton, or the bounded depth, of
+/// a recursive language (a recursive value under `not`, `contains` with bounds, a member count or
+/// an `enum` checked against it). Unrolling the recursion instead would narrow the language
+/// without saying so, which the token index never does.
+pub(crate) fn recursion_needs_automaton(keyword: &str, ptr: &str) -> Error {
+    Error::UnsupportedSchema {
+        keyword: keyword.to_string(),
+        pointer: ptr.to_string(),
+        message: format!(
+            "{keyword} at {ptr:?} applies to a recursive language (a recursive $ref or a free \
+             value), which it could only enforce with a depth bound that would refuse valid \
+             documents"
+        ),
+    }
 }
 
 /// What makes two locations the same for [`Compiler::compile_loc`], apart from the `$ref` counts
@@ -427,10 +437,10 @@ impl<'a> Compiler<'a> {
     }
 
     /// `depth`, unless it is the depth of a recursive language: exactness then needs a bound the
-    /// language does not have, and the compilation falls back to unrolled recursion.
-    pub(crate) fn bounded_depth(&self, depth: u32, what: &str) -> Result<u32> {
+    /// language does not have, and `keyword` (at `ptr`) is refused.
+    pub(crate) fn bounded_depth(&self, depth: u32, keyword: &str, ptr: &str) -> Result<u32> {
         if depth >= UNBOUNDED_DEPTH {
-            return Err(recursion_needs_automaton(what));
+            return Err(recursion_needs_automaton(keyword, ptr));
         }
         Ok(depth)
     }
@@ -819,10 +829,10 @@ impl<'a> Compiler<'a> {
                 }
                 Part::Schema(s) => s,
             };
-            let obj = match s.value {
-                Value::Bool(true) => continue,
-                Value::Bool(false) => return Ok(false),
-                Value::Object(o) => o,
+            let obj = match (s.value, s.keywords()) {
+                (Value::Bool(true), _) => continue,
+                (Value::Bool(false), _) => return Ok(false),
+                (_, Some(o)) => o,
                 _ => {
                     return Err(self.unsupported(
                         "",
@@ -835,12 +845,12 @@ impl<'a> Compiler<'a> {
                 continue;
             }
             if let Some(m) = obj.get("$schema").and_then(Value::as_str) {
-                if !super::resolve::Draft::known_metaschema(m) {
-                    self.skip_or_fail(
-                        "$schema",
-                        &s.ptr,
-                        &format!("{m:?} is not an official metaschema; the vocabularies it enables cannot be checked (read as 2020-12)"),
-                    )?;
+                if !Draft::known_metaschema(m) {
+                    let reading = match Draft::from_uri(m) {
+                        Some(_) => "draft 3 is not supported (read as draft 4)",
+                        None => "not an official metaschema; the vocabularies it enables cannot be checked (read as 2020-12)",
+                    };
+                    self.skip_or_fail("$schema", &s.ptr, &format!("{m:?}: {reading}"))?;
                 }
             }
             if let Some(r) = obj.get("$ref") {
@@ -891,10 +901,7 @@ impl<'a> Compiler<'a> {
                     });
                 }
             }
-            if let Some(cond) = obj
-                .get("if")
-                .filter(|_| s.draft >= super::resolve::Draft::D7)
-            {
+            if let Some(cond) = obj.get("if") {
                 let cond = s.child(cond, &["if"]);
                 let then = obj.get("then").map(|t| s.child(t, &["then"]));
                 let els = obj.get("else").map(|e| s.child(e, &["else"]));
@@ -945,7 +952,7 @@ impl<'a> Compiler<'a> {
     fn dependencies(
         &self,
         s: &SchemaRef<'a>,
-        obj: &'a serde_json::Map<String, Value>,
+        obj: Keywords<'a>,
         brs: &mut Vec<Branching<'a>>,
     ) -> Result<()> {
         for key in ["dependentRequired", "dependentSchemas", "dependencies"] {
@@ -1055,7 +1062,7 @@ impl<'a> Compiler<'a> {
         if pos.hir.is_nothing() {
             return Ok(pos);
         }
-        let cover = ctx.covering(self.bounded_depth(pos.depth, "not")?);
+        let cover = ctx.covering(self.bounded_depth(pos.depth, "not", &residual[0].ptr)?);
         let mut negs = Vec::new();
         for n in residual {
             negs.push(self.compile_loc(vec![Part::Schema(n)], &cover)?.hir);
@@ -1146,7 +1153,7 @@ impl<'a> Compiler<'a> {
                 Hir::literal("false"),
             ])));
         }
-        if t.has(Types::INT.or(Types::FRAC)) {
+        if t.has(Types::NUMBER) {
             out.push(Lang::scalar(self.number_language(flat, sc, ctx)?));
         }
         if t.has(Types::STR) {
@@ -1175,12 +1182,18 @@ impl<'a> Compiler<'a> {
             // Integers are written without exponents (see `numbers`).
             exponents: !integer && self.exponents(flat, ctx),
         };
+        let t = sc.types;
         let lang = number_language(&spec).and_then(|h| {
-            if sc.types.has(Types::INT) || h.is_nothing() {
+            let spellings = (t.has(Types::INT), t.has(Types::INT_POINT));
+            if spellings == (true, true) || h.is_nothing() {
                 return Ok(h);
             }
-            // Only non-integral values: every text of an integral value (in every spelling the
-            // location admits, exponent texts included) is taken out.
+            if spellings == (true, false) && integer {
+                // Draft 4's `integer`: the whole values written as integers.
+                return Ok(Hir::intersection([h, integer_spelling()]));
+            }
+            // Some texts of whole values are out: all of them (every spelling the location
+            // admits, exponent texts included), or those of one spelling.
             let integral = number_language(&NumberSpec {
                 integer: true,
                 lo: None,
@@ -1188,7 +1201,12 @@ impl<'a> Compiler<'a> {
                 multiple_of: None,
                 exponents: spec.exponents,
             })?;
-            Ok(Hir::intersection([h, Hir::complement(integral)]))
+            let out = match spellings {
+                (false, false) => integral,
+                (false, true) => integer_spelling(),
+                _ => Hir::intersection([integral, Hir::complement(integer_spelling())]),
+            };
+            Ok(Hir::intersection([h, Hir::complement(out)]))
         });
         match lang {
             Ok(h) => Ok(h),
@@ -1280,7 +1298,7 @@ impl<'a> Compiler<'a> {
         // Anything beyond types to check? Then compile the rest and match each value against it.
         let rest_matters = sc.narrowed
             || flat.schemas.iter().any(|s| {
-                s.value.as_object().is_some_and(|o| {
+                s.keywords().is_some_and(|o| {
                     o.keys().any(|k| {
                         super::keywords::CONSTRAINTS.contains(&k.as_str())
                             && !matches!(
@@ -1315,15 +1333,34 @@ impl<'a> Compiler<'a> {
         let mut alts = Vec::new();
         let mut depth = 0;
         if rest.as_ref().is_some_and(Hir::has_calls) {
-            return Err(recursion_needs_automaton("enum"));
+            let owner = flat.schemas.iter().find(|s| s.get("enum").is_some());
+            let ptr = owner.or(flat.schemas.first()).map_or("", |s| &s.ptr);
+            return Err(recursion_needs_automaton("enum", ptr));
         }
+        // Under draft 4 a whole number's spellings differ in type (`1` is an integer, `1.0` is
+        // not), so the canonical text speaks for one spelling only: a container holding whole
+        // numbers is intersected with the rest instead, and a number keeps the spellings its
+        // types allow.
+        let by_spelling = flat.schemas.iter().any(|s| s.draft.integer_by_spelling());
         for v in typed {
+            let mut lit = self.literal(v, &loc, ctx.nest)?;
             if let Some(r) = &rest {
-                if !super::matcher::matches(r, &self.canonical(v, &loc)) {
+                if by_spelling && holds_whole_number(v) && !v.is_number() {
+                    lit = Hir::intersection([lit, r.clone()]);
+                } else if !super::matcher::matches(r, &self.canonical(v, &loc)) {
                     continue;
                 }
             }
-            alts.push(self.literal(v, &loc, ctx.nest)?);
+            if v.is_number() {
+                match (sc.types.has(Types::INT), sc.types.has(Types::INT_POINT)) {
+                    (true, false) => lit = Hir::intersection([lit, integer_spelling()]),
+                    (false, true) => {
+                        lit = Hir::intersection([lit, Hir::complement(integer_spelling())])
+                    }
+                    _ => {}
+                }
+            }
+            alts.push(lit);
             depth = depth.max(value_depth(v));
         }
         Ok(Lang {
@@ -1348,6 +1385,16 @@ const BUILD_BUDGET_FACTOR: usize = 4;
 
 /// Child languages at least this large are compiled behind a barrier (see [`Compiler::barrier`]).
 const BARRIER_NODES: usize = 48;
+
+/// Whether a JSON value is or holds a number with no fractional part.
+fn holds_whole_number(v: &Value) -> bool {
+    match v {
+        Value::Number(_) => Types::of(v) == Types::INTEGRAL,
+        Value::Array(a) => a.iter().any(holds_whole_number),
+        Value::Object(o) => o.values().any(holds_whole_number),
+        _ => false,
+    }
+}
 
 /// Container nesting of a JSON value.
 pub(crate) fn value_depth(v: &Value) -> u32 {

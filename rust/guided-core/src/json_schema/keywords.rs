@@ -19,25 +19,37 @@ use serde_json::Value;
 
 use super::decimal::Decimal;
 use super::numbers::Bound;
-use super::resolve::SchemaRef;
+use super::resolve::{Draft, SchemaRef};
 use super::values::json_equal;
 use crate::error::{Error, Result};
 
-/// A set of JSON types, with numbers split into integral and non-integral values.
+/// A set of JSON types, with numbers split three ways: whole values written as integers (`3`),
+/// whole values written with a fraction or an exponent (`3.0`), and the rest (`3.5`).
+///
+/// The split by spelling exists for draft 4, where `integer` is a spelling: `3.0` parses as a
+/// float and is not an integer there, while from draft 6 on `integer` is every whole value. Both
+/// readings are then plain sets of texts, which is what lets a draft-4 `not: {type: integer}` fold
+/// into the type set and stay exact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Types(u8);
 
 impl Types {
     pub(crate) const NULL: Types = Types(1);
     pub(crate) const BOOL: Types = Types(2);
-    /// Numbers with no fractional part.
+    /// Whole numbers written as integers: no fraction digits, no exponent.
     pub(crate) const INT: Types = Types(4);
     /// Numbers with a fractional part.
     pub(crate) const FRAC: Types = Types(8);
     pub(crate) const STR: Types = Types(16);
     pub(crate) const ARR: Types = Types(32);
     pub(crate) const OBJ: Types = Types(64);
-    pub(crate) const ALL: Types = Types(127);
+    /// Whole numbers written with fraction digits or an exponent (`3.0`, `3e2`).
+    pub(crate) const INT_POINT: Types = Types(128);
+    /// Whole numbers, however written.
+    pub(crate) const INTEGRAL: Types = Types(4 | 128);
+    /// Every number.
+    pub(crate) const NUMBER: Types = Types(4 | 8 | 128);
+    pub(crate) const ALL: Types = Types(255);
     pub(crate) const NONE: Types = Types(0);
 
     /// Whether any of `other`'s types are here.
@@ -65,14 +77,14 @@ impl Types {
         self.0 == 0
     }
 
-    /// The type of a JSON value.
+    /// The types of the texts of a JSON value (a whole number's texts have two).
     pub(crate) fn of(v: &Value) -> Types {
         match v {
             Value::Null => Types::NULL,
             Value::Bool(_) => Types::BOOL,
             Value::Number(n) => match Decimal::from_json(n) {
                 Some(d) if !d.is_integer() => Types::FRAC,
-                _ => Types::INT,
+                _ => Types::INTEGRAL,
             },
             Value::String(_) => Types::STR,
             Value::Array(_) => Types::ARR,
@@ -80,12 +92,13 @@ impl Types {
         }
     }
 
-    fn named(name: &str) -> Option<Types> {
+    fn named(name: &str, draft: Draft) -> Option<Types> {
         Some(match name {
             "null" => Types::NULL,
             "boolean" => Types::BOOL,
-            "integer" => Types::INT,
-            "number" => Types::INT.or(Types::FRAC),
+            "integer" if draft.integer_by_spelling() => Types::INT,
+            "integer" => Types::INTEGRAL,
+            "number" => Types::NUMBER,
             "string" => Types::STR,
             "array" => Types::ARR,
             "object" => Types::OBJ,
@@ -93,12 +106,12 @@ impl Types {
         })
     }
 
-    /// The set a `type` keyword value names; `None` if it names something unknown.
-    pub(crate) fn from_keyword(v: &Value) -> Option<Types> {
+    /// The set a `type` keyword value names under `draft`; `None` if it names something unknown.
+    pub(crate) fn from_keyword(v: &Value, draft: Draft) -> Option<Types> {
         match v {
-            Value::String(s) => Types::named(s),
+            Value::String(s) => Types::named(s, draft),
             Value::Array(a) => a.iter().try_fold(Types::NONE, |acc, x| {
-                Some(acc.or(Types::named(x.as_str()?)?))
+                Some(acc.or(Types::named(x.as_str()?, draft)?))
             }),
             _ => None,
         }
@@ -246,7 +259,7 @@ pub(crate) fn constrained_types(keyword: &str) -> Option<Types> {
     Some(match keyword {
         "minLength" | "maxLength" | "pattern" | "format" => Types::STR,
         "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => {
-            Types::INT.or(Types::FRAC)
+            Types::NUMBER
         }
         "items" | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "contains"
         | "minContains" | "maxContains" | "uniqueItems" | "unevaluatedItems" => Types::ARR,
@@ -267,9 +280,9 @@ pub(crate) fn constrained_types(keyword: &str) -> Option<Types> {
 
 /// Whether `s` constrains anything at all.
 pub(crate) fn constrains(s: &SchemaRef<'_>) -> bool {
-    match s.value {
-        Value::Object(o) => o.keys().any(|k| CONSTRAINTS.contains(&k.as_str())),
-        Value::Bool(b) => !b,
+    match (s.value, s.keywords()) {
+        (_, Some(o)) => o.keys().any(|k| CONSTRAINTS.contains(&k.as_str())),
+        (Value::Bool(b), _) => !b,
         _ => true,
     }
 }
@@ -289,13 +302,13 @@ pub(crate) fn scalars<'a>(schemas: &[SchemaRef<'a>]) -> Result<Scalars<'a>> {
         narrowed: false,
     };
     for s in schemas {
-        let Some(obj) = s.value.as_object() else {
+        let Some(obj) = s.keywords() else {
             continue;
         };
         for (k, v) in obj {
             match k.as_str() {
                 "type" => {
-                    let t = Types::from_keyword(v)
+                    let t = Types::from_keyword(v, s.draft)
                         .ok_or_else(|| bad("type", s, "names no JSON type"))?;
                     out.types = out.types.and(t);
                 }
@@ -427,7 +440,7 @@ mod tests {
                 strict: true
             }
         );
-        assert_eq!(s.types, Types::INT.or(Types::STR));
+        assert_eq!(s.types, Types::INTEGRAL.or(Types::STR));
     }
 
     #[test]

@@ -60,7 +60,7 @@ const IN_PLACE_ARRAYS: &[&str] = &["allOf", "anyOf", "oneOf"];
 
 /// Calls `f` on each in-place subschema of `s` (following `$ref`), in key order.
 fn in_place<'a>(doc: &Document<'a>, s: &SchemaRef<'a>, mut f: impl FnMut(SchemaRef<'a>)) {
-    let Some(obj) = s.value.as_object() else {
+    let Some(obj) = s.keywords() else {
         return;
     };
     let ref_only = s.draft.ref_overrides_siblings() && obj.contains_key("$ref");
@@ -108,7 +108,7 @@ fn in_place<'a>(doc: &Document<'a>, s: &SchemaRef<'a>, mut f: impl FnMut(SchemaR
 /// because it is the order users write their members in and the one other engines follow;
 /// `required` is often listed first, in an order of its own.
 pub(crate) fn own_names(s: &SchemaRef<'_>, out: &mut Vec<Rc<str>>) {
-    let Some(obj) = s.value.as_object() else {
+    let Some(obj) = s.keywords() else {
         return;
     };
     let ref_only = s.draft.ref_overrides_siblings() && obj.contains_key("$ref");

@@ -46,6 +46,10 @@
 //! | `unevaluatedProperties`, `unevaluatedItems` | when they add nothing beyond `additionalProperties`/`items`; otherwise refused, or ignored with `strict=False` |
 //! | annotations (`title`, `description`, `default`, `examples`, `content*`, ...) | ignored, as the specification says |
 //!
+//! Each schema is read under its draft (its nearest `$schema`; none means 2020-12): a keyword the
+//! draft does not have is inert there (`const` under draft 4, `prefixItems` under draft 7), draft
+//! 4's `integer` excludes `1.0`, and drafts 4 to 7 ignore the siblings of `$ref` (see [`drafts`]).
+//!
 //! `format` names outside [`formats`]'s table are refused in strict mode and ignored with a warning
 //! otherwise; `assert_formats = false` treats every `format` as an annotation.
 
@@ -54,6 +58,7 @@ mod combinators;
 mod compile;
 mod decimal;
 mod digits;
+mod drafts;
 mod elimination;
 mod formats;
 mod keywords;
@@ -187,13 +192,14 @@ pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compil
 ///
 /// Recursion under a keyword that needs the automaton or the depth of its operand (`not`,
 /// `contains` with bounds, `minProperties`/`maxProperties` counted by intersection, an `enum`
-/// checked against the other keywords) cannot stay recursive; that is an [`Error::Invalid`]
-/// ([`is_unrolling_needed`]), and the caller compiles with [`json_schema_to_hir`] instead.
+/// checked against the other keywords) cannot stay recursive, and unrolling it would refuse valid
+/// documents past the unrolled depth: that is an [`Error::UnsupportedSchema`] naming the keyword
+/// and its pointer.
 pub fn json_schema_to_grammar(schema: &Value, opts: &SchemaOptions) -> Result<Compiled> {
     compile_schema(schema, opts, true, true)
 }
 
-/// Whether an error from a grammar (from [`json_schema_to_grammar`] or the automaton layer)
+/// Whether an error from a grammar (from the automaton layer, which refuses rules beside anchors)
 /// means that the schema must be compiled with unrolled recursion instead.
 pub fn is_unrolling_needed(e: &Error) -> bool {
     matches!(e, Error::Invalid(_))

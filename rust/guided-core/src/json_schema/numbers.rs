@@ -75,6 +75,21 @@ pub(crate) struct NumberSpec {
     pub(crate) exponents: bool,
 }
 
+/// The texts written as integers, `-?(0|[1-9][0-9]*)`: no fraction digits, no exponent. Draft 4
+/// reads `integer` as this spelling (see `drafts`).
+pub(crate) fn integer_spelling() -> Hir {
+    Hir::concat([
+        Hir::optional(Hir::literal("-")),
+        Hir::alternation([
+            Hir::literal("0"),
+            Hir::concat([
+                digit_class(1, 9, decimal_digit),
+                Hir::repeat(digit_class(0, 9, decimal_digit), 0, None),
+            ]),
+        ]),
+    ])
+}
+
 /// The texts of the numbers `spec` admits. `Err` names `multipleOf` when the step's residue
 /// automaton would be too large.
 pub(crate) fn number_language(spec: &NumberSpec) -> Result<Hir> {

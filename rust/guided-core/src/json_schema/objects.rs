@@ -68,7 +68,7 @@ impl<'a> Compiler<'a> {
         let (mut min, mut max) = (0u64, None::<u64>);
         let mut names_schemas = Vec::new();
         for s in &flat.schemas {
-            let Some(obj) = s.value.as_object() else {
+            let Some(obj) = s.keywords() else {
                 continue;
             };
             let props = match obj.get("properties") {
@@ -271,7 +271,11 @@ impl<'a> Compiler<'a> {
         let hir = if count_free || extra_bounds.is_some() {
             object
         } else {
-            let depth = self.bounded_depth(depth, "minProperties/maxProperties")?;
+            let owner = flat.schemas.iter().find(|s| {
+                s.get("minProperties").is_some() || s.get("maxProperties").is_some()
+            });
+            let ptr = owner.map_or("", |s| &s.ptr);
+            let depth = self.bounded_depth(depth, "minProperties/maxProperties", ptr)?;
             Hir::intersection([object, count_language(min, max, depth)])
         };
         Ok(Lang {

@@ -24,59 +24,11 @@ use std::rc::Rc;
 use fluent_uri::{Uri, UriRef};
 use serde_json::Value;
 
+pub(crate) use super::drafts::Draft;
+use super::drafts::Keywords;
+
 /// The base URI of a document without `$id`.
 const DEFAULT_BASE: &str = "json-schema:///";
-
-/// The JSON Schema drafts whose differences the compiler honours.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Draft {
-    /// Draft 4: boolean `exclusiveMinimum`, `id`, `$ref` overrides its siblings.
-    D4,
-    /// Draft 6.
-    D6,
-    /// Draft 7.
-    D7,
-    /// 2019-09: `$ref` applies beside its siblings.
-    D2019,
-    /// 2020-12: `prefixItems`, `$dynamicRef`.
-    D2020,
-}
-
-impl Draft {
-    fn from_uri(uri: &str) -> Option<Draft> {
-        let u = uri.trim_end_matches('#');
-        let u = u
-            .strip_prefix("https://")
-            .or_else(|| u.strip_prefix("http://"))?;
-        let u = u.strip_prefix("json-schema.org/")?;
-        Some(if u.contains("draft-04") || u.contains("draft-03") {
-            Draft::D4
-        } else if u.contains("draft-06") {
-            Draft::D6
-        } else if u.contains("draft-07") {
-            Draft::D7
-        } else if u.contains("2019-09") {
-            Draft::D2019
-        } else if u.contains("2020-12") {
-            Draft::D2020
-        } else {
-            return None;
-        })
-    }
-
-    /// Whether `uri` names a metaschema whose vocabularies the compiler knows (the official drafts).
-    pub(crate) fn known_metaschema(uri: &str) -> bool {
-        let u = uri.trim_end_matches('#');
-        Draft::from_uri(u).is_some()
-            || u == "http://json-schema.org/schema"
-            || u == "https://json-schema.org/schema"
-    }
-
-    /// Whether `$ref` replaces the other keywords of its schema (drafts 4 to 7).
-    pub(crate) fn ref_overrides_siblings(self) -> bool {
-        self <= Draft::D7
-    }
-}
 
 /// One schema resource on the dynamic scope: the resources entered on the way to a schema,
 /// innermost last (a linked list, shared by every schema below the same path).
@@ -132,9 +84,14 @@ impl<'a> SchemaRef<'a> {
         out
     }
 
-    /// The keyword `k` of this schema, if it is an object holding it.
+    /// The keyword `k` of this schema, if it is an object holding it and its draft has it.
     pub(crate) fn get(&self, k: &str) -> Option<&'a Value> {
-        self.value.as_object().and_then(|o| o.get(k))
+        self.keywords().and_then(|o| o.get(k))
+    }
+
+    /// The schema's keywords as its draft reads them, if it is an object.
+    pub(crate) fn keywords(&self) -> Option<Keywords<'a>> {
+        self.value.as_object().map(|o| Keywords::new(o, self.draft))
     }
 
     /// The subschema at `value`, reached from this one by the pointer suffix `path`.

@@ -156,6 +156,22 @@ fn arrays() {
     );
 }
 
+/// Found by the differential test against `jsonschema`: the second `contains` of a conjunction
+/// replaced the first one's language instead of intersecting with it.
+#[test]
+fn every_contains_of_a_conjunction_holds() {
+    check(
+        json!({"allOf": [{"contains": {"type": "string"}}], "contains": {"type": "null"}}),
+        &["[\"a\",null]", "[null,1,\"b\"]"],
+        &["[\"a\"]", "[null]", "[false]", "[]"],
+    );
+    check(
+        json!({"allOf": [{"contains": {}}], "contains": {"type": "null"}}),
+        &["[null]"],
+        &["[false]", "[]"],
+    );
+}
+
 #[test]
 fn combinators() {
     check(
@@ -295,6 +311,91 @@ fn one_of_branches_need_only_be_disjoint_where_the_conjunction_holds() {
         &["\"a\"", "2"],
         &["1", "\"b\"", "null"],
     );
+}
+
+/// Each draft's meaning, hand-checked against the `jsonschema` package's validator for that
+/// draft (the corpus's labels come from it).
+#[test]
+fn each_draft_reads_its_own_keywords() {
+    const D4: &str = "http://json-schema.org/draft-04/schema#";
+    const D6: &str = "http://json-schema.org/draft-06/schema#";
+    const D7: &str = "http://json-schema.org/draft-07/schema#";
+    const D2019: &str = "https://json-schema.org/draft/2019-09/schema";
+    // Draft 4's `integer` is a spelling; from draft 6 on it is a value.
+    check(
+        json!({"$schema": D4, "type": "integer", "minimum": 2}),
+        &["2", "12345"],
+        &["12345.0", "2.00", "1"],
+    );
+    check(
+        json!({"$schema": D6, "type": "integer"}),
+        &["7", "7.0"],
+        &["7.5"],
+    );
+    check(
+        json!({"$schema": D4, "not": {"type": "integer"}}),
+        &["3.0", "3.5", "\"a\""],
+        &["3", "-0"],
+    );
+    check(
+        json!({"$schema": D4, "type": "integer", "enum": [3.0, 4.5, "a"]}),
+        &["3"],
+        &["3.0", "4.5", "\"a\""],
+    );
+    check(
+        json!({"$schema": D4, "enum": [[1, 2.5]], "items": {"type": "integer"}}),
+        &[],
+        &["[1,2.5]"],
+    );
+    check(
+        json!({"$schema": D4, "enum": [[1], [1.0, 2]], "items": {"type": "integer"}}),
+        &["[1]", "[1,2]"],
+        &["[1.0]", "[1.0,2]"],
+    );
+    // Keywords a draft does not have are annotations there.
+    check(json!({"$schema": D4, "const": 3}), &["4"], &[]);
+    check(
+        json!({"$schema": D4, "contains": {"type": "string"}, "propertyNames": {"maxLength": 1}}),
+        &["[1]", "{\"ab\":1}"],
+        &[],
+    );
+    check(
+        json!({"$schema": D6, "if": {"type": "string"}, "then": {"maxLength": 1}}),
+        &["\"ab\""],
+        &[],
+    );
+    check(
+        json!({"$schema": D7, "dependentRequired": {"a": ["b"]}, "prefixItems": [{"type": "string"}]}),
+        &["{\"a\":1}", "[1]"],
+        &[],
+    );
+    check(
+        json!({"$schema": D7, "contains": {"type": "string"}, "maxContains": 1}),
+        &["[\"a\",\"b\"]"],
+        &["[1]"],
+    );
+    check(
+        json!({"$schema": D2019, "prefixItems": [{"type": "string"}], "items": [{"type": "null"}]}),
+        &["[null]"],
+        &["[\"a\"]"],
+    );
+    check(
+        json!({"$schema": D2019, "dependentRequired": {"a": ["b"]}}),
+        &["{\"a\":2,\"b\":1}"],
+        &["{\"a\":1}"],
+    );
+    // Older keywords kept in 2020-12 for compatibility (the suite's optional tests ask for it).
+    check(
+        json!({"dependencies": {"a": ["b"]}}),
+        &["{}"],
+        &["{\"a\":1}"],
+    );
+    // Draft 3 is refused in strict mode.
+    assert!(json_schema_to_hir(
+        &json!({"$schema": "http://json-schema.org/draft-03/schema#"}),
+        &SchemaOptions::default()
+    )
+    .is_err_and(|e| e.to_string().contains("draft 3")));
 }
 
 #[test]
@@ -749,13 +850,19 @@ fn grammar_mode_keeps_recursion_as_calls() {
         &g.hir,
         &json_schema_to_hir(&negated, &opts).unwrap().hir
     ));
-    // A member count of a recursive object needs its depth: the caller unrolls instead.
+    // A member count of a recursive object needs its depth: refused with the keyword and the
+    // pointer, never unrolled into a narrower language. The regular form unrolls, as documented.
     let counted = json!({
         "$defs": {"t": {"type": "object", "properties": {"k": {"$ref": "#/$defs/t"}}, "maxProperties": 1}},
         "$ref": "#/$defs/t"
     });
     let e = json_schema_to_grammar(&counted, &opts).unwrap_err();
-    assert!(is_unrolling_needed(&e), "{e}");
+    assert!(
+        matches!(&e, Error::UnsupportedSchema { keyword, pointer, .. }
+            if keyword == "minProperties/maxProperties" && pointer == "/$defs/t"),
+        "{e}"
+    );
+    assert!(!is_unrolling_needed(&e));
     assert!(json_schema_to_hir(&counted, &opts).is_ok());
 }
 
