@@ -5,12 +5,19 @@ Every schema must compile or be refused with ``UnsupportedSchemaError`` / ``Size
 rejected in every member order and serialization, and every valid one accepted. The labels come
 from ``jsonschema`` with format assertion, so strict mode applies formats too.
 
-The compiler bounds what is not regular: values the schema leaves free nest at most
-``max_free_depth`` containers, recursive references unroll ``max_recursion_depth`` times. A valid
-instance that only those bounds reject is counted in the "bound" column, and only after the same
-schema, compiled with wider bounds, accepts it: the rejection is then exactly the documented bound,
-not an error (``BEYOND_LIMITS`` lists the few whose wider compilation is itself past the size
-limits). Anything else is a failure.
+The whole sample goes through ``TokenIndex.from_json_schema`` over the 256 single-byte tokens,
+the path an engine takes. The index keeps recursion and free values as calls, so no depth bound
+narrows its language: a valid instance it rejects is a failure, with no "bound" excuse. Its
+automaton is built lazily, so a long instance may reach ``max_states`` while it is walked; that
+raises ``SizeLimitError``, a typed refusal counted in the "limit" column.
+
+The regular form (``guided.DFA``, ``json_schema_to_regex``) bounds what is not regular: values the
+schema leaves free nest at most ``max_free_depth`` containers, recursive references unroll
+``max_recursion_depth`` times. It is checked on every fourth schema. There a valid instance that
+only those bounds reject is counted in the "bound" column, and only after the same schema,
+compiled with wider bounds, accepts it: the rejection is then exactly the documented bound, not an
+error (``BEYOND_LIMITS`` lists the few whose wider compilation is itself past the size limits).
+Anything else is a failure.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ import json
 from typing import Any
 
 import pytest
-from schema_harness import compile_matcher, outcome
+from schema_harness import Matcher, compile_index_matcher, compile_matcher, outcome
 
+import guided
 from conftest import shared_path
 
 OPTIONS: dict[str, Any] = {"max_states": 100_000}
@@ -30,7 +38,19 @@ WIDER: list[dict[str, Any]] = [
     {"max_states": 200_000, "max_recursion_depth": 5},
     {"max_states": 200_000, "max_free_depth": 5, "max_recursion_depth": 4},
 ]
-COLUMNS = ("schemas", "compiled", "refused", "valid_ok", "valid", "invalid_ok", "invalid", "bound")
+COLUMNS = (
+    "schemas",
+    "compiled",
+    "refused",
+    "valid_ok",
+    "valid",
+    "invalid_ok",
+    "invalid",
+    "limit",
+    "bound",
+)
+#: The regular form is checked on every this-many-th schema of each subset.
+REGULAR_SAMPLE = 4
 
 #: Valid instances past the default bounds whose wider compilation exceeds the size limits, so
 #: that the rejection cannot be shown to be the bound alone by compiling the whole schema wider.
@@ -55,15 +75,20 @@ def rejected_only_by_bounds(schema: Any, value: Any) -> bool:
     return False
 
 
-def run_subset(name: str) -> tuple[dict[str, int], list[str]]:
+def run_subset(name: str, *, regular: bool) -> tuple[dict[str, int], list[str]]:
+    """Runs one subset through the token index, or (``regular``) a sample of it through the
+    regular form."""
     counts = dict.fromkeys(COLUMNS, 0)
     failures: list[str] = []
     path = shared_path("corpus", "jsonschemabench", f"{name}.jsonl")
-    for line in path.read_text().splitlines():
+    compile_ = compile_matcher if regular else compile_index_matcher
+    for i, line in enumerate(path.read_text().splitlines()):
+        if regular and i % REGULAR_SAMPLE:
+            continue
         case = json.loads(line)
         counts["schemas"] += 1
         try:
-            matcher = compile_matcher(case["schema"], **OPTIONS)
+            matcher = compile_(case["schema"], **OPTIONS)
         except Exception as exc:
             failures.append(f"{case['id']}: {type(exc).__name__}: {exc}")
             continue
@@ -74,16 +99,31 @@ def run_subset(name: str) -> tuple[dict[str, int], list[str]]:
         for test in case.get("tests", []):
             valid = bool(test["valid"])
             counts["valid" if valid else "invalid"] += 1
-            problem = outcome(matcher, test["data"], valid, case["schema"])
-            if problem is None:
-                counts["valid_ok" if valid else "invalid_ok"] += 1
-            elif valid and (
-                case["id"] in BEYOND_LIMITS or rejected_only_by_bounds(case["schema"], test["data"])
-            ):
-                counts["bound"] += 1
+            problem = check(matcher, case, test, regular)
+            if problem in ("ok", "limit", "bound"):
+                counts[{"ok": "valid_ok" if valid else "invalid_ok"}.get(problem, problem)] += 1
             else:
                 failures.append(f"{case['id']} / {test['description']}: {problem}")
     return counts, failures
+
+
+def check(matcher: Matcher, case: dict[str, Any], test: dict[str, Any], regular: bool) -> str:
+    """``ok``, ``limit`` (the lazy index reached ``max_states``), ``bound`` (the regular form's
+    documented bounds alone reject a valid instance), or what went wrong."""
+    valid = bool(test["valid"])
+    try:
+        problem = outcome(matcher, test["data"], valid, case["schema"])
+    except guided.SizeLimitError:
+        return "limit"
+    if problem is None:
+        return "ok"
+    if (
+        regular
+        and valid
+        and (case["id"] in BEYOND_LIMITS or rejected_only_by_bounds(case["schema"], test["data"]))
+    ):
+        return "bound"
+    return problem
 
 
 SUBSETS = [
@@ -108,20 +148,21 @@ SUBSETS = [
 def row(name: str, c: dict[str, int]) -> str:
     return (
         f"{name:<22} {c['schemas']:>7} {c['compiled']:>8} {c['refused']:>7} "
-        f"{c['valid_ok']:>5}/{c['valid']:<5} {c['invalid_ok']:>5}/{c['invalid']:<5} {c['bound']:>5}"
+        f"{c['valid_ok']:>5}/{c['valid']:<5} {c['invalid_ok']:>5}/{c['invalid']:<5} "
+        f"{c['limit']:>5} {c['bound']:>5}"
     )
 
 
-def test_jsonschemabench_sample(capsys: pytest.CaptureFixture[str]) -> None:
+def run_corpus(regular: bool, title: str, capsys: pytest.CaptureFixture[str]) -> None:
     head = (
         f"{'subset':<22} {'schemas':>7} {'compiled':>8} {'refused':>7} "
-        f"{'valid ok':>11} {'invalid ok':>11} {'bound':>5}"
+        f"{'valid ok':>11} {'invalid ok':>11} {'limit':>5} {'bound':>5}"
     )
-    lines = [head, "-" * len(head)]
+    lines = [title, head, "-" * len(head)]
     total = dict.fromkeys(COLUMNS, 0)
     failures: list[str] = []
     for name in SUBSETS:
-        c, fails = run_subset(name)
+        c, fails = run_subset(name, regular=regular)
         failures.extend(fails)
         for k, v in c.items():
             total[k] += v
@@ -130,3 +171,11 @@ def test_jsonschemabench_sample(capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():  # the table is the point of the run: shown in CI logs too
         print("\n" + "\n".join(lines))
     assert not failures, f"{len(failures)} mismatches:\n" + "\n".join(failures[:40])
+
+
+def test_jsonschemabench_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    run_corpus(False, "token index (TokenIndex.from_json_schema, byte tokens)", capsys)
+
+
+def test_jsonschemabench_regular_form(capsys: pytest.CaptureFixture[str]) -> None:
+    run_corpus(True, f"regular form (schema DFA), every {REGULAR_SAMPLE}th schema", capsys)

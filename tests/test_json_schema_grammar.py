@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import jsonschema
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from schema_harness import BYTE_VOCAB, Matcher, compile_index_matcher
@@ -167,15 +168,46 @@ def test_free_values_nest_past_max_free_depth() -> None:
     assert not dfa.accepts({"a": nested(3)}, STYLES[1])
 
 
-def test_recursion_under_not_falls_back_to_unrolling() -> None:
-    """A recursive language under ``not`` needs its depth bounded to be exact: the index compiles
-    that schema with recursion unrolled, as the regular form does."""
+def test_recursion_under_not_is_refused_or_bounded_on_request() -> None:
+    """A recursive language under ``not`` needs its depth bounded to be exact, and a bound would
+    refuse valid documents: the index refuses the schema, naming the keyword and its place.
+    ``depth_bounds=True`` asks for the bounded language instead, with a warning."""
     schema = {
         "$defs": {"list": {"type": "array", "items": {"$ref": "#/$defs/list"}}},
         "allOf": [{"$ref": "#/$defs/list"}, {"not": {"type": "array", "maxItems": 0}}],
     }
-    matcher = compile_index_matcher(schema)
+    with pytest.raises(guided.UnsupportedSchemaError, match='not at "/allOf/1/not"'):
+        guided.TokenIndex.from_json_schema(schema, BYTE_VOCAB)
+    with pytest.warns(UserWarning, match="bounded"):
+        matcher = compile_index_matcher(schema, depth_bounds=True)
     assert matcher is not None
     checker = jsonschema.Draft202012Validator(schema)
     for value in ([], [[]], [[[]]], [[], [[]]], [[[], []]]):
         assert matcher.accepts(value, STYLES[0]) == checker.is_valid(value), value
+    deep = nested(8, [])
+    assert checker.is_valid(deep) and not matcher.accepts(deep, STYLES[0])
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"contains": {"type": "string"}}, "contains"),
+        ({"not": {"type": "object", "required": ["a", "b"]}}, "not"),
+        ({"type": "array", "contains": {"type": "integer"}, "minContains": 2}, "contains"),
+        ({"type": "object", "minProperties": 1, "patternProperties": {"^a": {}}}, None),
+    ],
+)
+def test_free_values_are_never_bounded_silently(
+    schema: dict[str, Any], keyword: str | None
+) -> None:
+    """Free values under a keyword that needs their depth: refused with that keyword, or (where
+    the index can keep them unbounded) accepted at any depth."""
+    deep = nested(7)
+    value: Any = ["a", 1, 2, deep] if "contains" in schema else {"a": deep}
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+    if keyword is None:
+        matcher = compile_index_matcher(schema)
+        assert matcher is not None and matcher.accepts(value, STYLES[1])
+        return
+    with pytest.raises(guided.UnsupportedSchemaError, match=keyword):
+        guided.TokenIndex.from_json_schema(schema, BYTE_VOCAB)

@@ -10,6 +10,9 @@ keys of object values in ``const`` and ``enum``; then the subschemas applied in 
 with undeclared names follow the declared ones. ``guided check`` uses :func:`declared_dumps` to ask
 "would the constraint have let a model write this value?" rather than "is this text in that order?".
 
+Keywords the schema's draft does not have (``const`` under draft 4, ``prefixItems`` under draft
+7) are skipped, as the compiler skips them (see ``json_schema::drafts`` in ``guided-core``).
+
 The walk here follows the compiler's strict reading, which unions the names of every alternative;
 inside an ``anyOf`` branch the compiler may use the branch's own order instead, so ``guided check``
 also tries the instance's own member order before it reports a mismatch. Only references within the
@@ -30,6 +33,26 @@ _IN_PLACE_SINGLE = ("not", "if", "then", "else")
 _IN_PLACE_ARRAYS = ("allOf", "anyOf", "oneOf")
 _LEGACY_DRAFTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 
+_FROM_2019 = (
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "minContains",
+    "maxContains",
+)
+_FROM_2020 = ("prefixItems", "$dynamicRef")
+_FROM_7 = ("if", "then", "else")
+_FROM_6 = ("const", "contains", "propertyNames")
+#: The keywords each draft lacks, by a substring of its ``$schema``; no match means 2020-12.
+_LACKS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("draft-03", frozenset((*_FROM_6, *_FROM_7, *_FROM_2019, *_FROM_2020, "$recursiveRef"))),
+    ("draft-04", frozenset((*_FROM_6, *_FROM_7, *_FROM_2019, *_FROM_2020, "$recursiveRef"))),
+    ("draft-06", frozenset((*_FROM_7, *_FROM_2019, *_FROM_2020, "$recursiveRef"))),
+    ("draft-07", frozenset((*_FROM_2019, *_FROM_2020, "$recursiveRef"))),
+    ("2019-09", frozenset(_FROM_2020)),
+)
+
 
 class _Document:
     """The root schema, for resolving in-document references."""
@@ -39,6 +62,9 @@ class _Document:
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         # Before 2019-09 a `$ref` made its siblings ignored.
         self.ref_overrides_siblings = any(d in str(schema_uri) for d in _LEGACY_DRAFTS)
+        self.lacks = next(
+            (lacks for d, lacks in _LACKS if d in str(schema_uri)), frozenset({"$recursiveRef"})
+        )
         self.anchors: dict[str, Any] = {}
         self._collect_anchors(root)
 
@@ -52,6 +78,12 @@ class _Document:
         elif isinstance(node, list):
             for value in node:
                 self._collect_anchors(value)
+
+    def view(self, schema: Any) -> Any:
+        """``schema`` without the keywords its draft lacks."""
+        if not isinstance(schema, dict) or not self.lacks.intersection(schema):
+            return schema
+        return {k: v for k, v in schema.items() if k not in self.lacks}
 
     def resolve(self, ref: str) -> Any:
         """The schema a local reference names, or None."""
@@ -123,8 +155,9 @@ def _closure(doc: _Document, schemas: list[Any]) -> list[Any]:
         if id(schema) in seen:
             continue
         seen.add(id(schema))
-        out.append(schema)
-        stack.extend(reversed(list(_in_place(doc, schema))))
+        view = doc.view(schema)
+        out.append(view)
+        stack.extend(reversed(list(_in_place(doc, view))))
     return out
 
 

@@ -67,10 +67,11 @@ def json_schema_to_regex(
 
 
 def warn_ignored(ignored: list[str], *, stacklevel: int = 4) -> None:
-    """Reports, as one ``UserWarning``, what non-strict mode ignored, each with its place."""
+    """Reports, as one ``UserWarning``, what non-strict mode ignored (or ``depth_bounds``
+    bounded), each with its place."""
     if ignored:
         warnings.warn(
-            "the JSON Schema compiler ignored keywords it cannot enforce: " + "; ".join(ignored),
+            "the JSON Schema compiler did not enforce everything exactly: " + "; ".join(ignored),
             UserWarning,
             stacklevel=stacklevel,
         )

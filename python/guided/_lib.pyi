@@ -107,6 +107,7 @@ class TokenIndex:
         coerce_one_of: bool = False,
         assert_formats: bool = True,
         max_states: int = 200000,
+        depth_bounds: bool = False,
     ) -> TokenIndex: ...
     @property
     def initial_state(self) -> int: ...

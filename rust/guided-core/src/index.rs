@@ -346,7 +346,14 @@ impl TokenIndex {
         match recursive {
             Err(e) if json_schema::is_unrolling_needed(&e) => {
                 let c = json_schema::json_schema_to_hir(schema, opts)?;
-                Ok((Self::from_hir(&c.hir, vocab, tries, config)?, c.warnings))
+                let mut warnings = c.warnings;
+                if opts.depth_bounds {
+                    warnings.push(format!(
+                        "bounded: {e}; recursion unrolled {} times, free values nest at most {} deep",
+                        opts.max_recursion_depth, opts.max_free_depth
+                    ));
+                }
+                Ok((Self::from_hir(&c.hir, vocab, tries, config)?, warnings))
             }
             other => other,
         }

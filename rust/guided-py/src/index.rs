@@ -150,9 +150,12 @@ impl PyTokenIndex {
     }
 
     /// An index over the JSON texts of a schema's instances (see `guided.json_schema_to_regex`
-    /// for the options), with the automaton built lazily as states are visited.
+    /// for the options), with the automaton built lazily as states are visited. A keyword that
+    /// needs the depth of a value nesting without bound (`not`, `contains`, a member count, an
+    /// `enum` over a free or recursive value) raises `UnsupportedSchemaError`, unless
+    /// `depth_bounds=True` lets it bound that value as the regular form does, with a warning.
     #[staticmethod]
-    #[pyo3(signature = (schema, vocab, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 4, strict = true, coerce_one_of = false, assert_formats = true, max_states = SCHEMA_MAX_STATES))]
+    #[pyo3(signature = (schema, vocab, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 4, strict = true, coerce_one_of = false, assert_formats = true, max_states = SCHEMA_MAX_STATES, depth_bounds = false))]
     #[allow(clippy::too_many_arguments)]
     fn from_json_schema(
         py: Python<'_>,
@@ -165,6 +168,7 @@ impl PyTokenIndex {
         coerce_one_of: bool,
         assert_formats: bool,
         max_states: usize,
+        depth_bounds: bool,
     ) -> PyResult<Self> {
         let facade = py.import("guided._json_schema")?;
         let text: String = facade
@@ -179,7 +183,8 @@ impl PyTokenIndex {
         recipe.set_item("coerce_one_of", coerce_one_of)?;
         recipe.set_item("assert_formats", assert_formats)?;
         recipe.set_item("max_states", max_states)?;
-        let opts = json_schema::options(
+        recipe.set_item("depth_bounds", depth_bounds)?;
+        let mut opts = json_schema::options(
             whitespace,
             max_recursion_depth,
             max_free_depth,
@@ -187,6 +192,7 @@ impl PyTokenIndex {
             coerce_one_of,
             assert_formats,
         );
+        opts.depth_bounds = depth_bounds;
         let config = IndexConfig {
             max_states,
             nfa_states: SCHEMA_NFA_STATES,

@@ -126,11 +126,12 @@ impl<'a> Compiler<'a> {
         // `contains` with an upper count of zero and no lower one is a plain item restriction.
         let needs_strict = !contains.is_empty() || unique.is_some();
         let ctx = if needs_strict && ctx.strict.is_none() {
-            let mut c = ctx.clone();
-            c.strict = Some(Rc::new(Loc::new(
-                flat.schemas.iter().cloned().map(Source::Schema).collect(),
-            )));
-            c
+            let loc = Loc::new(flat.schemas.iter().cloned().map(Source::Schema).collect());
+            match (contains.first(), &unique) {
+                (Some(c), _) => ctx.with_strict(loc, "contains", c.schema.ptr.clone()),
+                (None, Some(ptr)) => ctx.with_strict(loc, "uniqueItems", ptr.clone()),
+                (None, None) => ctx.clone(),
+            }
         } else {
             ctx.clone()
         };

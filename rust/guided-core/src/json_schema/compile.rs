@@ -170,6 +170,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) cover: Option<u32>,
     /// The strict layout of this location, when one is in force.
     pub(crate) strict: Option<Rc<Loc<'a>>>,
+    /// The keyword that put the strict layout in force, and the pointer of its schema.
+    pub(crate) strict_by: Option<(&'static str, Rc<str>)>,
     /// In grammar mode: the children of a free value are free to the same depth, so that a free
     /// value's child location repeats its parent's and becomes a call of it (the depth is then
     /// the call depth's, not `max_free_depth`).
@@ -185,6 +187,7 @@ impl<'a> Ctx<'a> {
             free,
             cover: None,
             strict: None,
+            strict_by: None,
             free_recurses: false,
         }
     }
@@ -215,6 +218,7 @@ impl<'a> Ctx<'a> {
                 (false, _) => max_free,
             },
             cover: self.cover.map(|r| r.saturating_sub(1)),
+            strict_by: strict.as_ref().and(self.strict_by.clone()),
             strict: strict.map(Rc::new),
             free_recurses: self.free_recurses,
         }
@@ -236,9 +240,11 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn with_strict(&self, loc: Loc<'a>) -> Ctx<'a> {
+    /// This location under the strict layout `loc`, which `keyword` (at `ptr`) needs.
+    pub(crate) fn with_strict(&self, loc: Loc<'a>, keyword: &'static str, ptr: Rc<str>) -> Ctx<'a> {
         Ctx {
             strict: Some(Rc::new(loc)),
+            strict_by: Some((keyword, ptr)),
             ..self.clone()
         }
     }
@@ -266,6 +272,9 @@ pub(crate) struct Compiler<'a> {
     pub(crate) warnings: Vec<String>,
     /// Whether some recursion was cut at `max_recursion_depth`.
     pub(crate) truncated: bool,
+    /// In grammar mode, the first keyword (and pointer) whose strict layout bounded a free or
+    /// recursive value: the language is then narrower than the schema's, and refused.
+    pub(crate) bounded_by: Option<(&'static str, Rc<str>)>,
     work: usize,
     patterns: HashMap<String, std::result::Result<Hir, String>>,
     /// Languages of unconstrained locations by (free levels left, cover depth): every object that
@@ -309,8 +318,12 @@ const UNBOUNDED_DEPTH: u32 = u32::MAX / 4;
 /// The refusal of a grammar-mode compilation that needs the automaton, or the bounded depth, of
 /// a recursive language (a recursive value under `not`, `contains` with bounds, a member count or
 /// an `enum` checked against it). Unrolling the recursion instead would narrow the language
-/// without saying so, which the token index never does.
-pub(crate) fn recursion_needs_automaton(keyword: &str, ptr: &str) -> Error {
+/// without saying so, which the token index does only where `depth_bounds` allows it: then the
+/// error asks the caller to compile unrolled ([`super::is_unrolling_needed`]).
+pub(crate) fn recursion_needs_automaton(opts: &SchemaOptions, keyword: &str, ptr: &str) -> Error {
+    if opts.depth_bounds {
+        return Error::Invalid(format!("recursive language under {keyword} at {ptr:?}"));
+    }
     Error::UnsupportedSchema {
         keyword: keyword.to_string(),
         pointer: ptr.to_string(),
@@ -421,6 +434,7 @@ impl<'a> Compiler<'a> {
             ws,
             warnings: Vec::new(),
             truncated: false,
+            bounded_by: None,
             work: 0,
             patterns: HashMap::new(),
             free_values: HashMap::new(),
@@ -440,7 +454,7 @@ impl<'a> Compiler<'a> {
     /// language does not have, and `keyword` (at `ptr`) is refused.
     pub(crate) fn bounded_depth(&self, depth: u32, keyword: &str, ptr: &str) -> Result<u32> {
         if depth >= UNBOUNDED_DEPTH {
-            return Err(recursion_needs_automaton(keyword, ptr));
+            return Err(recursion_needs_automaton(self.opts, keyword, ptr));
         }
         Ok(depth)
     }
@@ -779,6 +793,7 @@ impl<'a> Compiler<'a> {
             }
             if ctx.ref_count(&target.ptr) >= self.opts.max_recursion_depth {
                 self.truncated = true;
+                self.note_bound(ctx, &target.ptr);
                 return false;
             }
         }
@@ -987,12 +1002,28 @@ impl<'a> Compiler<'a> {
         Ok(())
     }
 
-    /// The strict context for intersecting languages at this location.
-    fn strict_here(&self, ctx: &Ctx<'a>, sources: Vec<SchemaRef<'a>>) -> Ctx<'a> {
+    /// The strict context for intersecting languages at this location, which `keyword` (in
+    /// the schema at `ptr`) needs.
+    fn strict_here(
+        &self,
+        ctx: &Ctx<'a>,
+        sources: Vec<SchemaRef<'a>>,
+        keyword: &'static str,
+        ptr: &Rc<str>,
+    ) -> Ctx<'a> {
         if ctx.strict.is_some() {
             return ctx.clone();
         }
-        ctx.with_strict(Loc::new(sources.into_iter().map(Source::Schema).collect()))
+        let loc = Loc::new(sources.into_iter().map(Source::Schema).collect());
+        ctx.with_strict(loc, keyword, ptr.clone())
+    }
+
+    /// Records, in grammar mode, that a free or recursive value at `ptr` was bounded: under a
+    /// strict layout locations are not memoized, so they cannot become calls.
+    fn note_bound(&mut self, ctx: &Ctx<'a>, ptr: &Rc<str>) {
+        if self.grammar.is_some() && ctx.cover.is_none() && self.bounded_by.is_none() {
+            self.bounded_by = Some(ctx.strict_by.clone().unwrap_or(("", ptr.clone())));
+        }
     }
 
     fn distribute(
@@ -1010,7 +1041,12 @@ impl<'a> Compiler<'a> {
         let alts = self.alternatives(&b, &flat, ctx)?;
         if alts.len() > budget.max(1) {
             // Too many combinations: this branching is compiled on its own and intersected.
-            let ctx = self.strict_here(ctx, roots.to_vec());
+            let keyword = match b.kind {
+                BranchKind::AnyOf => "anyOf",
+                BranchKind::OneOf => "oneOf",
+                _ => "dependencies",
+            };
+            let ctx = self.strict_here(ctx, roots.to_vec(), keyword, &b.owner);
             let rest = self.distribute(roots, flat, brs, &ctx, budget)?;
             if rest.hir.is_nothing() {
                 return Ok(rest);
@@ -1057,7 +1093,7 @@ impl<'a> Compiler<'a> {
         }
         let mut sources = flat.schemas.clone();
         sources.extend(residual.iter().cloned());
-        let ctx = self.strict_here(ctx, sources);
+        let ctx = self.strict_here(ctx, sources, "not", &residual[0].ptr);
         let pos = self.compile_positive(roots, &flat, &ctx)?;
         if pos.hir.is_nothing() {
             return Ok(pos);
@@ -1160,6 +1196,12 @@ impl<'a> Compiler<'a> {
             out.push(Lang::scalar(self.string_language(flat, sc)?));
         }
         let unconstrained = Self::unconstrained(flat);
+        if unconstrained && ctx.free == 0 && t.has(Types::ARR.or(Types::OBJ)) {
+            let ptr = roots
+                .first()
+                .map_or_else(|| Rc::from(""), |s| s.ptr.clone());
+            self.note_bound(ctx, &ptr);
+        }
         if ctx.containers_allowed(unconstrained) {
             if t.has(Types::ARR) {
                 out.push(self.array_language(flat, ctx, unconstrained)?);
@@ -1287,7 +1329,11 @@ impl<'a> Compiler<'a> {
         values: Vec<&'a Value>,
         ctx: &Ctx<'a>,
     ) -> Result<Lang> {
-        let ctx = self.strict_here(ctx, flat.schemas.clone());
+        let owner = flat.schemas.iter().find(|s| s.get("enum").is_some());
+        let ptr = owner
+            .or(flat.schemas.first())
+            .map_or_else(|| Rc::from(""), |s| s.ptr.clone());
+        let ctx = self.strict_here(ctx, flat.schemas.clone(), "enum", &ptr);
         let Some(loc) = ctx.strict.clone() else {
             return Err(self.internal("strict layout missing"));
         };
@@ -1335,7 +1381,7 @@ impl<'a> Compiler<'a> {
         if rest.as_ref().is_some_and(Hir::has_calls) {
             let owner = flat.schemas.iter().find(|s| s.get("enum").is_some());
             let ptr = owner.or(flat.schemas.first()).map_or("", |s| &s.ptr);
-            return Err(recursion_needs_automaton("enum", ptr));
+            return Err(recursion_needs_automaton(self.opts, "enum", ptr));
         }
         // Under draft 4 a whole number's spellings differ in type (`1` is an integer, `1.0` is
         // not), so the canonical text speaks for one spelling only: a container holding whole

@@ -99,6 +99,11 @@ pub struct SchemaOptions {
     pub strict: bool,
     /// Compile a `oneOf` whose branches may overlap as `anyOf` instead of exactly.
     pub coerce_one_of: bool,
+    /// In grammar mode (the token index), let a keyword that needs the depth of a value nesting
+    /// without bound (`not`, `contains`, a member count, an `enum` over a free or recursive value)
+    /// bound it to `max_free_depth` / `max_recursion_depth`, with a warning, instead of refusing
+    /// the schema. The language is then narrower than the schema's.
+    pub depth_bounds: bool,
     /// Enforce `format` (`true`), or read it as an annotation.
     pub assert_formats: bool,
     /// Deepest nesting of locations (containers) the compiler walks.
@@ -119,6 +124,7 @@ impl Default for SchemaOptions {
             max_free_depth: 4,
             strict: true,
             coerce_one_of: false,
+            depth_bounds: false,
             assert_formats: true,
             max_nesting: 128,
             max_work: 100_000,
@@ -199,8 +205,9 @@ pub fn json_schema_to_grammar(schema: &Value, opts: &SchemaOptions) -> Result<Co
     compile_schema(schema, opts, true, true)
 }
 
-/// Whether an error from a grammar (from the automaton layer, which refuses rules beside anchors)
-/// means that the schema must be compiled with unrolled recursion instead.
+/// Whether an error from a grammar (from the automaton layer, which refuses rules beside anchors,
+/// or from a keyword that needs a bounded depth when `depth_bounds` allows one) means that the
+/// schema must be compiled with unrolled recursion instead.
 pub fn is_unrolling_needed(e: &Error) -> bool {
     matches!(e, Error::Invalid(_))
 }
@@ -223,6 +230,27 @@ fn compile_schema(
     let mut ctx = Ctx::root(opts.max_free_depth as u32);
     ctx.free_recurses = grammar;
     let mut lang = c.compile_loc(vec![Part::Schema(root)], &ctx)?;
+    if let Some((keyword, pointer)) = c.bounded_by.take() {
+        // A free or recursive value under a strict layout was bounded: refused, never narrowed,
+        // unless the caller allowed depth bounds.
+        if opts.depth_bounds {
+            c.warnings.push(format!(
+                "bounded {keyword} at {pointer:?}: free values nest at most {} deep and \
+                 recursive references unroll {} times there",
+                opts.max_free_depth, opts.max_recursion_depth
+            ));
+        } else {
+            return Err(Error::UnsupportedSchema {
+                message: format!(
+                "{keyword} at {pointer:?} needs an exact automaton of a value that nests without \
+                 bound (a free value or a recursive $ref); bounding its depth would refuse valid \
+                 documents"
+            ),
+                keyword: keyword.to_string(),
+                pointer: pointer.to_string(),
+            });
+        }
+    }
     if let Some(rules) = c.grammar.take() {
         // Anchors and rules do not mix; the automaton layer refuses them, and the caller unrolls.
         lang.hir = Hir::grammar(lang.hir, rules.bodies);

@@ -271,9 +271,10 @@ impl<'a> Compiler<'a> {
         let hir = if count_free || extra_bounds.is_some() {
             object
         } else {
-            let owner = flat.schemas.iter().find(|s| {
-                s.get("minProperties").is_some() || s.get("maxProperties").is_some()
-            });
+            let owner = flat
+                .schemas
+                .iter()
+                .find(|s| s.get("minProperties").is_some() || s.get("maxProperties").is_some());
             let ptr = owner.map_or("", |s| &s.ptr);
             let depth = self.bounded_depth(depth, "minProperties/maxProperties", ptr)?;
             Hir::intersection([object, count_language(min, max, depth)])

@@ -839,12 +839,21 @@ fn grammar_mode_keeps_recursion_as_calls() {
         Hir::Grammar(_)
     ));
 
-    // Under a `not` the layout is strict and locations are not memoized: recursion unrolls.
+    // Under a `not` the layout is strict and locations are not memoized: recursion would unroll,
+    // so it is refused unless depth bounds are allowed, and then it unrolls as the regular form.
     let negated = json!({
         "$defs": {"list": {"type": "array", "items": {"$ref": "#/$defs/list"}}},
         "allOf": [{"$ref": "#/$defs/list"}, {"not": {"type": "array", "maxItems": 0}}]
     });
-    let g = json_schema_to_grammar(&negated, &opts).unwrap();
+    assert!(matches!(
+        json_schema_to_grammar(&negated, &opts).unwrap_err(),
+        Error::UnsupportedSchema { keyword, .. } if keyword == "not"
+    ));
+    let bounded = SchemaOptions {
+        depth_bounds: true,
+        ..SchemaOptions::default()
+    };
+    let g = json_schema_to_grammar(&negated, &bounded).unwrap();
     assert!(!matches!(g.hir, Hir::Grammar(_)));
     assert!(same_language(
         &g.hir,
@@ -864,6 +873,26 @@ fn grammar_mode_keeps_recursion_as_calls() {
     );
     assert!(!is_unrolling_needed(&e));
     assert!(json_schema_to_hir(&counted, &opts).is_ok());
+    // With depth bounds allowed, the caller is asked to unroll instead.
+    assert!(is_unrolling_needed(
+        &json_schema_to_grammar(&counted, &bounded).unwrap_err()
+    ));
+
+    // Free items under `contains` sit under a strict layout, where they cannot become calls:
+    // refused with the keyword, or bounded with a warning when allowed.
+    let contains = json!({"type": "array", "contains": {"type": "string"}});
+    let e = json_schema_to_grammar(&contains, &opts).unwrap_err();
+    assert!(
+        matches!(&e, Error::UnsupportedSchema { keyword, pointer, .. }
+            if keyword == "contains" && pointer == "/contains"),
+        "{e}"
+    );
+    let c = json_schema_to_grammar(&contains, &bounded).unwrap();
+    assert!(
+        c.warnings.iter().any(|w| w.starts_with("bounded contains")),
+        "{:?}",
+        c.warnings
+    );
 }
 
 #[test]
