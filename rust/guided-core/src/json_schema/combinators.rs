@@ -420,10 +420,15 @@ impl<'a> Compiler<'a> {
             {
                 Some([]) => Folded::Nothing,
                 Some([Value::String(name)]) => {
+                    // `required` holds for every value that is not an object, so its negation
+                    // is "an object without the name".
                     let name: Rc<str> = Rc::from(name.as_str());
                     if !flat.forbidden.contains(&name) {
                         flat.forbidden.push(name);
                     }
+                    let others = Types::ALL.minus(Types::OBJ);
+                    flat.excluded_types =
+                        Some(flat.excluded_types.unwrap_or(Types::NONE).or(others));
                     Folded::Yes
                 }
                 _ => Folded::No,

@@ -1329,6 +1329,7 @@ impl<'a> Compiler<'a> {
         values: Vec<&'a Value>,
         ctx: &Ctx<'a>,
     ) -> Result<Lang> {
+        // The schema holding `enum` (or `const`) names the location in errors.
         let owner = flat.schemas.iter().find(|s| s.get("enum").is_some());
         let ptr = owner
             .or(flat.schemas.first())
@@ -1379,9 +1380,7 @@ impl<'a> Compiler<'a> {
         let mut alts = Vec::new();
         let mut depth = 0;
         if rest.as_ref().is_some_and(Hir::has_calls) {
-            let owner = flat.schemas.iter().find(|s| s.get("enum").is_some());
-            let ptr = owner.or(flat.schemas.first()).map_or("", |s| &s.ptr);
-            return Err(recursion_needs_automaton(self.opts, "enum", ptr));
+            return Err(recursion_needs_automaton(self.opts, "enum", &ptr));
         }
         // Under draft 4 a whole number's spellings differ in type (`1` is an integer, `1.0` is
         // not), so the canonical text speaks for one spelling only: a container holding whole

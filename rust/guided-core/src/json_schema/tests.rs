@@ -172,6 +172,22 @@ fn every_contains_of_a_conjunction_holds() {
     );
 }
 
+/// Found by the differential test: a `not` of one required name was folded into "the name is
+/// absent" and let every non-object through, though `required` holds for them.
+#[test]
+fn a_negated_required_name_admits_only_objects() {
+    check(
+        json!({"not": {"required": ["a"]}}),
+        &["{}", "{\"b\":1}"],
+        &["null", "1", "\"a\"", "[]", "{\"a\":1}"],
+    );
+    check(
+        json!({"not": {"anyOf": [{"required": ["a"]}, {"type": "string"}]}}),
+        &["{}"],
+        &["null", "\"x\"", "{\"a\":1}"],
+    );
+}
+
 #[test]
 fn combinators() {
     check(
