@@ -245,6 +245,8 @@ def test_token_index_agrees_with_each_drafts_validator(
             expected = validator.is_valid(value)
         except RecursionError:  # a reference loop that never consumes input
             continue
+        except TypeError:  # jsonschema's draft-6/7 additionalItems beside a boolean items
+            continue
         try:
             got = accepts(index, tokenizer, written(value)) or accepts(
                 index, tokenizer, written(declared_reorder(value, schema))
