@@ -44,15 +44,19 @@ def shared_root() -> Path:
     return Path(os.environ.get("GUIDED_SHARED", ROOT.parent / "shared"))
 
 
-def shared_path(*parts: str) -> Path:
-    """A path under the shared data folder; skips (or fails under CI) when it is absent."""
-    path = shared_root().joinpath(*parts)
+def present(path: Path, remedy: str) -> Path:
+    """``path`` if it exists; else the test skips, or fails under CI, saying ``remedy``."""
     if not path.exists():
-        reason = f"shared test data not found: {path} (set GUIDED_SHARED to its folder)"
+        reason = f"test data not found: {path} ({remedy})"
         if IN_CI:
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     return path
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under the shared data folder; skips (or fails under CI) when it is absent."""
+    return present(shared_root().joinpath(*parts), "set GUIDED_SHARED to its folder")
 
 
 def draft_suite_path(draft: str) -> Path:
@@ -62,13 +66,7 @@ def draft_suite_path(draft: str) -> Path:
     root = os.environ.get(
         "GUIDED_JSTS_DRAFTS", str(ROOT / ".venv" / "json-schema-test-suite" / "tests")
     )
-    path = Path(root) / draft
-    if not path.exists():
-        reason = f"per-draft test suite not found: {path} (run `make suites`)"
-        if IN_CI:
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    return path
+    return present(Path(root) / draft, "run `make suites`")
 
 
 @pytest.fixture(scope="session")

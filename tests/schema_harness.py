@@ -21,8 +21,26 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from jsonschema import (
+    Draft4Validator,
+    Draft6Validator,
+    Draft7Validator,
+    Draft201909Validator,
+    Draft202012Validator,
+)
+from jsonschema.protocols import Validator
+
 import guided
 from guided._canonical import declared_reorder
+
+#: Each JSON-Schema-Test-Suite draft folder's validator, oldest first.
+DRAFTS: dict[str, type[Validator]] = {
+    "draft4": Draft4Validator,
+    "draft6": Draft6Validator,
+    "draft7": Draft7Validator,
+    "draft2019-09": Draft201909Validator,
+    "draft2020-12": Draft202012Validator,
+}
 
 #: (item separator, key separator, ensure_ascii) of each serialization tried.
 STYLES: tuple[tuple[str, str, bool], ...] = (

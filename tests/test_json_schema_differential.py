@@ -31,26 +31,12 @@ from typing import Any
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
-from jsonschema import (
-    Draft4Validator,
-    Draft6Validator,
-    Draft7Validator,
-    Draft201909Validator,
-    Draft202012Validator,
-)
-from jsonschema.protocols import Validator
+from schema_harness import DRAFTS
 
 import guided
 from conftest import shared_path
 from guided._canonical import declared_reorder
 
-DRAFTS: dict[str, type[Validator]] = {
-    "draft4": Draft4Validator,
-    "draft6": Draft6Validator,
-    "draft7": Draft7Validator,
-    "draft2019-09": Draft201909Validator,
-    "draft2020-12": Draft202012Validator,
-}
 ORDER = list(DRAFTS)
 
 NAMES = ["a", "b", "c", "d"]

@@ -27,26 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonschema import (
-    Draft4Validator,
-    Draft6Validator,
-    Draft7Validator,
-    Draft201909Validator,
-    Draft202012Validator,
-)
 from jsonschema.protocols import Validator
-from schema_harness import compile_matcher, outcome
+from schema_harness import DRAFTS, compile_matcher, outcome
 
 from conftest import draft_suite_path, shared_path
-
-#: Each draft's suite folder name, validator and ``$schema``.
-DRAFTS: dict[str, type[Validator]] = {
-    "draft4": Draft4Validator,
-    "draft6": Draft6Validator,
-    "draft7": Draft7Validator,
-    "draft2019-09": Draft201909Validator,
-    "draft2020-12": Draft202012Validator,
-}
 
 #: Instances whose suite label follows a spelling the output policy does not admit, with why.
 POLICY = {
