@@ -35,8 +35,10 @@
 //! children are then free to the same depth and so repeat its key. The keys are finite, so every
 //! recursion meets an open location. What needs the depth of a language to stay exact (the cover
 //! of a complement, a member count by intersection) refuses a recursive one with
-//! `UnsupportedSchemaError`: unrolling it would narrow the language without saying so. Locations under a strict layout are not memoized, so they
-//! unroll in either mode.
+//! `UnsupportedSchemaError`: unrolling it would narrow the language without saying so. Locations
+//! under a strict layout are not memoized, so they cannot become calls: a free or recursive value
+//! there would be bounded, and grammar mode refuses the schema instead, naming the keyword that
+//! put the layout in force ([`Ctx::strict_by`]), unless `depth_bounds` allows the bound.
 //!
 //! Termination and size: every call counts against `max_work`, nesting against `max_nesting`, and a
 //! `$ref` already expanded `max_recursion_depth` times among a location's ancestors stops the
