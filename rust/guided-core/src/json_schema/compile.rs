@@ -1390,13 +1390,18 @@ impl<'a> Compiler<'a> {
         // types allow.
         let by_spelling = flat.schemas.iter().any(|s| s.draft.integer_by_spelling());
         for v in typed {
-            let mut lit = self.literal(v, &loc, ctx.nest)?;
-            if let Some(r) = &rest {
-                if by_spelling && holds_whole_number(v) && !v.is_number() {
-                    lit = Hir::intersection([lit, r.clone()]);
-                } else if !super::matcher::matches(r, &self.canonical(v, &loc)) {
+            let by_rest = rest
+                .as_ref()
+                .filter(|_| by_spelling && !v.is_number() && holds_whole_number(v));
+            if let (Some(r), None) = (&rest, by_rest) {
+                // Values the rest refuses are dropped before their spellings are built.
+                if !super::matcher::matches(r, &self.canonical(v, &loc)) {
                     continue;
                 }
+            }
+            let mut lit = self.literal(v, &loc, ctx.nest)?;
+            if let Some(r) = by_rest {
+                lit = Hir::intersection([lit, r.clone()]);
             }
             if v.is_number() {
                 match (sc.types.has(Types::INT), sc.types.has(Types::INT_POINT)) {

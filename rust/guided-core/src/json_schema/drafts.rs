@@ -126,9 +126,11 @@ impl<'a> Keywords<'a> {
     }
 
     /// The keywords in the object's order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a String, &'a Value)> + 'a {
-        let draft = self.draft;
-        self.map.iter().filter(move |(k, _)| draft.has_keyword(k))
+    pub(crate) fn iter(&self) -> Iter<'a> {
+        Iter {
+            inner: self.map.iter(),
+            draft: self.draft,
+        }
     }
 
     /// The keyword names in the object's order.
@@ -139,10 +141,26 @@ impl<'a> Keywords<'a> {
 
 impl<'a> IntoIterator for Keywords<'a> {
     type Item = (&'a String, &'a Value);
-    type IntoIter = Box<dyn Iterator<Item = (&'a String, &'a Value)> + 'a>;
+    type IntoIter = Iter<'a>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+/// The keywords of a [`Keywords`] view, in the object's order (no allocation: the compiler walks
+/// every schema object's keywords at every location).
+pub(crate) struct Iter<'a> {
+    inner: serde_json::map::Iter<'a>,
+    draft: Draft,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a String, &'a Value);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let draft = self.draft;
+        self.inner.find(|(k, _)| draft.has_keyword(k))
     }
 }
 
