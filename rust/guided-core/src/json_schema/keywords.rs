@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::decimal::Decimal;
 use super::numbers::Bound;
 use super::resolve::{Draft, SchemaRef};
-use super::values::json_equal;
+use super::values::{json_common, json_unique};
 use crate::error::{Error, Result};
 
 /// A set of JSON types, with numbers split three ways: whole values written as integers (`3`),
@@ -321,21 +321,10 @@ pub(crate) fn scalars<'a>(schemas: &[SchemaRef<'a>]) -> Result<Scalars<'a>> {
                             .iter()
                             .collect()
                     };
+                    // Duplicates by JSON equality collapse; a second list keeps what both hold.
                     out.values = Some(match out.values.take() {
-                        None => {
-                            // Duplicates by JSON equality collapse.
-                            let mut uniq: Vec<&Value> = Vec::new();
-                            for x in list {
-                                if !uniq.iter().any(|u| json_equal(u, x)) {
-                                    uniq.push(x);
-                                }
-                            }
-                            uniq
-                        }
-                        Some(prev) => prev
-                            .into_iter()
-                            .filter(|p| list.iter().any(|x| json_equal(p, x)))
-                            .collect(),
+                        None => json_unique(list),
+                        Some(prev) => json_common(prev, &list),
                     });
                 }
                 "minLength" => {

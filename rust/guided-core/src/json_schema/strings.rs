@@ -32,6 +32,8 @@
 
 use super::digits::{fixed_width_range, hex_digit};
 use crate::regex::{ClassSet, Hir, Look, MAX_CODE_POINT};
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 /// Code points JSON lets stand raw in a string: all but `"`, `\`, the C0 controls and surrogates.
@@ -88,8 +90,48 @@ fn upper_set() -> ClassSet {
 static UPPER_SPELLINGS: LazyLock<Hir> =
     LazyLock::new(|| Hir::shared(encode_plain_class(&upper_set())).pinned());
 
+/// The spellings of each ASCII code point, built once: constants and property names are spelled
+/// a character at a time, and a schema with a large `enum` has tens of thousands of characters,
+/// each of which would otherwise cost a few class-set operations.
+static ASCII_SPELLINGS: LazyLock<Vec<Hir>> = LazyLock::new(|| {
+    (0..0x80)
+        .map(|c| encode_plain_class(&ClassSet::single(c)))
+        .collect()
+});
+
+/// The JSON spellings of one code point.
+fn encode_char(c: char) -> Hir {
+    match ASCII_SPELLINGS.get(c as usize) {
+        Some(h) => h.clone(),
+        None => encode_class(&ClassSet::single(c as u32)),
+    }
+}
+
 /// The JSON spellings (inside the quotes) of every code point in `set`.
 fn encode_class(set: &ClassSet) -> Hir {
+    // Schemas repeat their classes (a trie of property names leaves every node by a class of
+    // "all but these few characters"), so spellings are remembered per thread.
+    thread_local! {
+        static SPELLED: RefCell<FxHashMap<ClassSet, Hir>> = RefCell::default();
+    }
+    if let Some(h) = SPELLED.with_borrow(|m| m.get(set).cloned()) {
+        return h;
+    }
+    let h = spell_class(set);
+    SPELLED.with_borrow_mut(|m| {
+        if m.len() >= SPELLED_CLASSES_KEPT {
+            m.clear();
+        }
+        m.insert(set.clone(), h.clone());
+    });
+    h
+}
+
+/// Class spellings [`encode_class`] keeps per thread before it starts over.
+const SPELLED_CLASSES_KEPT: usize = 4096;
+
+/// [`encode_class`], uncached.
+fn spell_class(set: &ClassSet) -> Hir {
     // Literals encode one code point at a time; only a set that reaches the last code point can
     // hold the whole upper part.
     if set
@@ -175,7 +217,7 @@ pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
         Hir::Literal(bytes) => {
             let s = std::str::from_utf8(bytes)
                 .map_err(|_| "a literal that is not valid UTF-8".to_string())?;
-            Hir::concat(s.chars().map(|c| encode_class(&ClassSet::single(c as u32))))
+            Hir::concat(s.chars().map(encode_char))
         }
         Hir::Class(set) => encode_class(set),
         Hir::Look(_) => return Err("an anchor (^ or $) where the pattern cannot honour it".into()),

@@ -10,8 +10,10 @@
 //! shortest number, raw UTF-8), which is what the compiler matches when it asks whether a constant
 //! satisfies the rest of its schema.
 
+use std::hash::{Hash, Hasher};
 use std::rc::Rc;
 
+use rustc_hash::{FxHashMap, FxHasher};
 use serde_json::Value;
 
 use super::compile::Compiler;
@@ -41,6 +43,66 @@ pub(crate) fn json_equal(a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
+}
+
+/// A hash consistent with [`json_equal`]: equal values hash alike (numbers by their decimal
+/// value, object members in any order), so lists of constants are compared through hash maps
+/// instead of pairwise. A number `Decimal` cannot hold hashes by its text, as `json_equal`
+/// compares such numbers by their JSON form.
+pub(crate) fn json_hash(v: &Value) -> u64 {
+    let mut h = FxHasher::default();
+    match v {
+        Value::Null => 0u8.hash(&mut h),
+        Value::Bool(b) => (1u8, b).hash(&mut h),
+        Value::Number(n) => match Decimal::from_json(n) {
+            Some(d) => (2u8, d).hash(&mut h),
+            None => (3u8, n.to_string()).hash(&mut h),
+        },
+        Value::String(s) => (4u8, s).hash(&mut h),
+        Value::Array(items) => {
+            (5u8, items.len()).hash(&mut h);
+            items.iter().for_each(|x| json_hash(x).hash(&mut h));
+        }
+        Value::Object(members) => {
+            // Member order must not matter: combine the members' hashes commutatively.
+            let members = members.iter().fold(0u64, |acc, (k, x)| {
+                let mut m = FxHasher::default();
+                (k, json_hash(x)).hash(&mut m);
+                acc.wrapping_add(m.finish())
+            });
+            (6u8, members).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// `values` without repeats by [`json_equal`], first occurrences kept in order.
+pub(crate) fn json_unique<'v>(values: impl IntoIterator<Item = &'v Value>) -> Vec<&'v Value> {
+    let mut seen: FxHashMap<u64, Vec<&'v Value>> = FxHashMap::default();
+    let mut out = Vec::new();
+    for v in values {
+        let bucket = seen.entry(json_hash(v)).or_default();
+        if !bucket.iter().any(|u| json_equal(u, v)) {
+            bucket.push(v);
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The values of `kept` that some value of `among` equals by [`json_equal`], in `kept`'s order.
+pub(crate) fn json_common<'v>(kept: Vec<&'v Value>, among: &[&Value]) -> Vec<&'v Value> {
+    let mut by_hash: FxHashMap<u64, Vec<&Value>> = FxHashMap::default();
+    for &x in among {
+        by_hash.entry(json_hash(x)).or_default().push(x);
+    }
+    kept.into_iter()
+        .filter(|p| {
+            by_hash
+                .get(&json_hash(p))
+                .is_some_and(|b| b.iter().any(|x| json_equal(p, x)))
+        })
+        .collect()
 }
 
 /// Object keys in the location's declared order, then the others in the value's own order.
@@ -165,5 +227,32 @@ mod tests {
         assert!(!json_equal(&json!([1, 2]), &json!([2, 1])));
         assert!(!json_equal(&json!(false), &json!(0)));
         assert!(!json_equal(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+    }
+
+    #[test]
+    fn equal_values_hash_alike_and_lists_dedup_by_value() {
+        let pairs = [
+            (json!(1), json!(1.0)),
+            (json!(1e2), json!(100)),
+            (json!({"a": 1, "b": [2.0]}), json!({"b": [2], "a": 1.0})),
+            (json!("x"), json!("x")),
+        ];
+        for (a, b) in &pairs {
+            assert!(json_equal(a, b));
+            assert_eq!(json_hash(a), json_hash(b), "{a} and {b}");
+        }
+        let list = [
+            json!(1),
+            json!("1"),
+            json!(1.0),
+            json!([1]),
+            json!([1.0]),
+            json!(null),
+        ];
+        let uniq = json_unique(&list);
+        assert_eq!(uniq, vec![&list[0], &list[1], &list[3], &list[5]]);
+        let among = [json!(1.00), json!(null)];
+        let among: Vec<&Value> = among.iter().collect();
+        assert_eq!(json_common(uniq, &among), vec![&list[0], &list[5]]);
     }
 }

@@ -45,12 +45,15 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::dfa::Dfa;
 
 /// The largest Unicode scalar value.
 pub const MAX_CODE_POINT: u32 = 0x10FFFF;
+
+/// Alternatives [`Hir::alternation`] compares a new one with before it hashes them instead.
+const ALTERNATIVES_COMPARED: usize = 16;
 
 /// A set of code points: sorted, non-overlapping, non-adjacent inclusive ranges.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -442,6 +445,15 @@ impl Hir {
     /// standing side by side are merged.
     pub fn alternation(children: impl IntoIterator<Item = Hir>) -> Hir {
         let mut out: Vec<Hir> = Vec::new();
+        // Repeats are dropped by comparing with the alternatives so far, which is quadratic: an
+        // `enum` of a thousand strings is a thousand alternatives. Past a few, the alternatives'
+        // hashes go into a set and only a hash that is already there costs a comparison.
+        let mut hashes: Option<FxHashMap<u64, Vec<usize>>> = None;
+        let hash_of = |h: &Hir| {
+            let mut hasher = FxHasher::default();
+            h.hash(&mut hasher);
+            hasher.finish()
+        };
         for child in children {
             match child {
                 c if c.is_nothing() => {}
@@ -451,8 +463,26 @@ impl Hir {
                     _ => out.push(Hir::Class(set)),
                 },
                 c => {
-                    if !out.contains(&c) {
-                        out.push(c)
+                    if hashes.is_none() && out.len() >= ALTERNATIVES_COMPARED {
+                        let mut map: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+                        for (i, h) in out.iter().enumerate() {
+                            map.entry(hash_of(h)).or_default().push(i);
+                        }
+                        hashes = Some(map);
+                    }
+                    match &mut hashes {
+                        None => {
+                            if !out.contains(&c) {
+                                out.push(c)
+                            }
+                        }
+                        Some(map) => {
+                            let same = map.entry(hash_of(&c)).or_default();
+                            if !same.iter().any(|&i| out[i] == c) {
+                                same.push(out.len());
+                                out.push(c);
+                            }
+                        }
                     }
                 }
             }
