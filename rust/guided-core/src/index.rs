@@ -795,6 +795,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nfa::EmbeddedAutomaton;
     use crate::regex::parse;
 
     fn vocab(tokens: &[&str], eos: u32) -> Arc<Vocabulary> {
@@ -975,6 +976,151 @@ mod tests {
             s = token.bytes().fold(s, |t, b| dfa.next_state(t, b));
         }
         assert!(dfa.is_accepting(s) && idx.mask(state).unwrap().ids().contains(&7));
+    }
+
+    /// Every state up to three tokens deep: the lazy index's masks against a brute-force walk of
+    /// the complete automaton of the same expression.
+    fn assert_lazy_equals_complete(hir: &Hir, v: &Arc<Vocabulary>, tokens: &[&str]) {
+        let trie = Arc::new(TokenIndex::tries_for(v).unwrap());
+        let idx =
+            TokenIndex::from_hir(hir, Arc::clone(v), trie, &IndexConfig::default()).expect("index");
+        let dfa = Dfa::from_hir(hir, &DfaConfig::default()).expect("dfa");
+        let mut frontier = vec![(idx.initial_state(), dfa.start(), String::new())];
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for (state, s, prefix) in frontier {
+                if !seen.insert(state) {
+                    continue;
+                }
+                assert_eq!(
+                    idx.mask(state).unwrap().ids(),
+                    brute_at(&dfa, v, s),
+                    "{hir} after {prefix:?}"
+                );
+                for t in tokens {
+                    let to = idx.next_state(state, v_id(v, t)).unwrap();
+                    if to != DEAD {
+                        let s = t.bytes().fold(s, |x, b| dfa.next_state(x, b));
+                        next.push((to, s, format!("{prefix}{t}")));
+                    }
+                }
+            }
+            frontier = next;
+        }
+    }
+
+    #[test]
+    fn lazy_products_equal_complete_automata() {
+        let tokens = ["a", "b", "ab", "ba", "é", "aé", "bb", "aaa", "\"", "b\""];
+        let v = vocab(&tokens, tokens.len() as u32);
+        let p = |s: &str| parse(s).unwrap();
+        let cases = [
+            // A bounded length against a pattern: what `maxLength` meets `format` as.
+            Hir::intersection([p(".{0,5}"), p("(?:ab|é)*a?")]),
+            // A negative operand: strings of `[ab]*` without `bb`.
+            Hir::intersection([p("[ab]*"), Hir::complement(p(".*bb.*"))]),
+            // A bare complement (beside valid UTF-8), inside a sequence.
+            Hir::concat([Hir::complement(p("a*")), p("\"")]),
+            // Empty intersections: nothing may be allowed, not even a first byte.
+            Hir::intersection([p("a+"), p("b+")]),
+            Hir::intersection([p("a.{2}"), p("a{2}")]),
+            // Nested products flatten, and repeat inside a repetition.
+            Hir::repeat(
+                Hir::concat([
+                    Hir::intersection([p("[abé]{1,3}"), Hir::complement(p("a+"))]),
+                    p("\""),
+                ]),
+                0,
+                Some(3),
+            ),
+            // A product whose accepting tuples have no live successor.
+            Hir::intersection([p("(?:ab)+"), p(".{0,4}")]),
+        ];
+        for hir in &cases {
+            let nfa = Nfa::for_lazy(hir, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+            assert!(
+                nfa.automata()
+                    .iter()
+                    .all(|a| matches!(a, EmbeddedAutomaton::Lazy(_))),
+                "{hir} is built whole"
+            );
+            assert_lazy_equals_complete(hir, &v, &tokens);
+        }
+    }
+
+    /// Random expressions of intersections, complements, sequences and repetitions.
+    fn boolean_hir() -> impl proptest::strategy::Strategy<Value = Hir> {
+        use proptest::prelude::*;
+        let leaf = prop::sample::select(vec![
+            "a",
+            "b",
+            "é",
+            "ab",
+            "a*",
+            "(?:ab)+",
+            "[ab]{0,3}",
+            ".",
+            ".{1,4}",
+            "a.b",
+            "é+",
+            "",
+            ".*b.*",
+            "[^a]*",
+        ])
+        .prop_map(|s| parse(s).unwrap());
+        leaf.prop_recursive(3, 24, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 2..3).prop_map(Hir::intersection),
+                inner.clone().prop_map(Hir::complement),
+                prop::collection::vec(inner.clone(), 2..3).prop_map(Hir::concat),
+                prop::collection::vec(inner.clone(), 2..3).prop_map(Hir::alternation),
+                (inner, 0u32..2, 1u32..3).prop_map(|(h, lo, hi)| Hir::repeat(h, lo, Some(hi))),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn random_lazy_products_equal_complete_automata(hir in boolean_hir()) {
+            let tokens = ["a", "b", "ab", "ba", "é", "aé", "bb", "aaa"];
+            let v = vocab(&tokens, tokens.len() as u32);
+            assert_lazy_equals_complete(&hir, &v, &tokens);
+        }
+    }
+
+    #[test]
+    fn a_product_past_its_limit_fails_the_step_that_reaches_it() {
+        // `.{0,400}` against "no `bb`" needs a tuple per length: far past a limit of 50 states
+        // (200 tuples), but reached only as the input grows.
+        let hir = Hir::intersection([
+            parse(".{0,400}").unwrap(),
+            Hir::complement(parse(".*bb.*").unwrap()),
+        ]);
+        let v = vocab(&["a", "b", "aaaa"], 3);
+        let trie = Arc::new(TokenIndex::tries_for(&v).unwrap());
+        let config = IndexConfig {
+            max_states: 50,
+            ..IndexConfig::default()
+        };
+        let idx = TokenIndex::from_hir(&hir, Arc::clone(&v), trie, &config).expect("index");
+        let mut state = idx.initial_state();
+        let mut failed = None;
+        for step in 0..400 {
+            match idx.mask(state).and_then(|_| idx.next_state(state, 2)) {
+                Ok(next) => state = next,
+                Err(e) => {
+                    failed = Some((step, e));
+                    break;
+                }
+            }
+        }
+        let (step, e) = failed.expect("the limit is reached");
+        assert!(step > 0, "the first mask fits");
+        assert!(matches!(e, Error::SizeLimit { .. }), "{e}");
+        // And it stays failed rather than answering from what it could not finish.
+        assert!(idx.mask(state).is_err() || idx.next_state(state, 2).is_err());
     }
 
     #[test]

@@ -60,13 +60,19 @@
 //! it: determinizing and minimizing every shared part of a 40-property schema is most of the time
 //! to its first mask, though generation only ever visits a sliver of each. So [`Nfa::for_lazy`]
 //! compiles a shared node as a rule instead (below): its body once, called wherever it stands,
-//! and the construction builds only the configurations the input reaches.
+//! and the construction builds only the configurations the input reaches. An unanchored
+//! intersection or complement becomes a [`LazyProduct`]: each operand is an NFA of its own, run by
+//! its own lazy subset construction, and the product pairs their states as the input reaches
+//! them, deciding by a short search which pairs can still lead to a match. A string of at most a
+//! thousand characters that must be an email address was a product of a few hundred thousand
+//! states built before the first mask; lazily it is the few dozen the text visits. The product is
+//! embedded like a built automaton, with a block of ids as large as it may ever grow.
 //!
 //! Sharing is an economy, not a meaning: a shared expression whose automaton is past the limits
 //! (a string of up to 30,000 characters, say) is compiled in place instead, where a lazy subset
 //! construction only ever builds the part the input visits. Each such refusal costs a bounded but
 //! whole subset construction, so one construction compiles at most two in place and gives up at
-//! the third. Intersections and complements have no such way out: their automata are refused.
+//! the third. Eager intersections and complements have no such way out: their automata are refused.
 //!
 //! Automata live as long as one construction, except those of pinned shared nodes
 //! ([`Hir::pinned`]): the schema compiler pins the languages it reuses across compilations (free
@@ -82,7 +88,8 @@
 //! for. Intersections and complements need automata of their operands, so one whose operand calls
 //! a rule is refused with [`Error::Invalid`]; the schema compiler then unrolls the recursion.
 
-use crate::dfa::{product, Anchors, Dfa, DfaConfig};
+use crate::dfa::lazy_product::{FailureSlot, LazyProduct, Operand};
+use crate::dfa::{product, Anchors, ByteClasses, Dfa, DfaConfig};
 use crate::error::{Error, Result};
 use crate::regex::{ClassSet, Grammar, Hir, Look, Shared};
 use crate::utf8::{utf8_sequences, Utf8Range};
@@ -102,6 +109,10 @@ pub(crate) struct Automata {
     built: FxHashMap<Anchors, FxHashMap<Hir, Result<Arc<Dfa>>>>,
     /// Shared expressions whose automaton was refused by a size limit.
     refused_shared: usize,
+    /// Lazy products of unanchored intersections and complements, by expression.
+    lazy: FxHashMap<Hir, Arc<LazyProduct>>,
+    /// Where the lazy products record a limit they reach while the input is read.
+    failure: FailureSlot,
 }
 
 /// Shared expressions past the limits that one construction compiles in place before it gives
@@ -216,6 +227,88 @@ pub enum State {
     Fail,
 }
 
+/// An automaton embedded in an NFA: a minimal DFA built whole, or the product of an
+/// intersection or complement built as the input reaches it ([`LazyProduct`]).
+#[derive(Clone, Debug)]
+pub enum EmbeddedAutomaton {
+    /// A minimal DFA: every state but the dead one can reach an accepting state.
+    Built(Arc<Dfa>),
+    /// A lazy product, whose successors are only those that can still reach acceptance.
+    Lazy(Arc<LazyProduct>),
+}
+
+impl EmbeddedAutomaton {
+    /// The byte classes its states read.
+    pub fn classes(&self) -> &ByteClasses {
+        match self {
+            EmbeddedAutomaton::Built(d) => d.classes(),
+            EmbeddedAutomaton::Lazy(p) => p.classes(),
+        }
+    }
+
+    /// The start state.
+    pub fn start(&self) -> u32 {
+        match self {
+            EmbeddedAutomaton::Built(d) => d.start(),
+            EmbeddedAutomaton::Lazy(p) => p.start(),
+        }
+    }
+
+    /// How many ids an occurrence reserves: the states there are, or can ever be.
+    pub fn stride(&self) -> usize {
+        match self {
+            EmbeddedAutomaton::Built(d) => d.num_states(),
+            EmbeddedAutomaton::Lazy(p) => p.capacity(),
+        }
+    }
+
+    /// The successor of `state` on the automaton's class `class`, if it can still lead to an
+    /// accepting state.
+    pub fn next_class(&self, state: u32, class: u8) -> Option<u32> {
+        match self {
+            EmbeddedAutomaton::Built(d) => {
+                Some(d.next_class(state, class)).filter(|&to| to != d.dead())
+            }
+            EmbeddedAutomaton::Lazy(p) => {
+                Some(p.next_class(state, class)).filter(|&to| to != p.dead())
+            }
+        }
+    }
+
+    /// Whether the automaton accepts in `state`.
+    pub fn is_accepting(&self, state: u32) -> bool {
+        match self {
+            EmbeddedAutomaton::Built(d) => d.is_accepting(state),
+            EmbeddedAutomaton::Lazy(p) => p.is_accepting(state),
+        }
+    }
+
+    /// Whether some byte leads from `state` to a state that can still reach acceptance.
+    pub fn reads(&self, state: u32) -> bool {
+        match self {
+            // Built automata are minimal: whatever a state reads can still lead to acceptance.
+            EmbeddedAutomaton::Built(d) => state != d.dead() && !d.is_final(state),
+            EmbeddedAutomaton::Lazy(p) => p.reads(state),
+        }
+    }
+
+    /// Heap bytes held, approximately.
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            EmbeddedAutomaton::Built(d) => d.memory_bytes(),
+            EmbeddedAutomaton::Lazy(p) => p.memory_bytes(),
+        }
+    }
+
+    /// Identity of the automaton held, so that an occurrence met again shares its entry.
+    fn address(&self) -> *const () {
+        match self {
+            EmbeddedAutomaton::Built(d) => Arc::as_ptr(d).cast(),
+            EmbeddedAutomaton::Lazy(p) => Arc::as_ptr(p).cast(),
+        }
+    }
+}
+
 /// One occurrence of an embedded automaton, possibly repeated: `copies` copies of its `stride`
 /// states, copy `i`'s state `s` named by the id `base + i * stride + s`.
 ///
@@ -270,8 +363,9 @@ pub enum Node<'a> {
 }
 
 /// State `state` of copy `copy` of an embedded automaton. It reads byte `b` to
-/// `at.id(copy, dfa.next_state(state, b))` unless that is the dead state, and when `dfa` accepts
-/// in `state` it also moves on without reading to [`Embedding::after_match`].
+/// `at.id(copy, automaton.next_class(state, class of b))` if there is such a successor, and when
+/// the automaton accepts in `state` it also moves on without reading to
+/// [`Embedding::after_match`].
 #[derive(Clone, Copy, Debug)]
 pub struct EmbeddedState<'a> {
     /// The occurrence, as an index into [`Nfa::embeddings`].
@@ -279,7 +373,7 @@ pub struct EmbeddedState<'a> {
     /// Where it stands and where it leaves.
     pub at: &'a Embedding,
     /// The automaton.
-    pub dfa: &'a Dfa,
+    pub automaton: &'a EmbeddedAutomaton,
     /// Which copy.
     pub copy: u32,
     /// The automaton's state.
@@ -289,31 +383,31 @@ pub struct EmbeddedState<'a> {
 impl EmbeddedState<'_> {
     /// The id reached by reading a byte of the automaton's class `class`, if any.
     pub fn next_class(&self, class: u8) -> Option<StateId> {
-        let to = self.dfa.next_class(self.state, class);
-        (to != self.dfa.dead()).then(|| self.at.id(self.copy, to))
+        self.automaton
+            .next_class(self.state, class)
+            .map(|to| self.at.id(self.copy, to))
     }
 
     /// The id reached by reading `byte`, if any.
     pub fn next_byte(&self, byte: u8) -> Option<StateId> {
-        self.next_class(self.dfa.classes().get(byte))
+        self.next_class(self.automaton.classes().get(byte))
     }
 
-    /// Whether this state reads some byte. Automata are minimal, so whatever it reads can still
-    /// lead to an accepting state.
+    /// Whether this state reads some byte that can still lead to an accepting state.
     pub fn reads(&self) -> bool {
-        self.state != self.dfa.dead() && !self.dfa.is_final(self.state)
+        self.automaton.reads(self.state)
     }
 
     /// Whether the automaton accepts here (so the moves below are open).
     pub fn is_accepting(&self) -> bool {
-        self.dfa.is_accepting(self.state)
+        self.automaton.is_accepting(self.state)
     }
 
     /// Where this state moves on to without reading.
     pub fn moves_without_reading(&self) -> impl Iterator<Item = StateId> {
         let open = self.is_accepting();
         self.at
-            .after_match(self.copy, self.dfa.start())
+            .after_match(self.copy, self.automaton.start())
             .filter(move |_| open)
     }
 }
@@ -329,9 +423,11 @@ pub struct Nfa {
     /// Per rule, whether it is a grammar's rule (whose calls count towards the call depth) rather
     /// than a shared expression called to keep it one copy.
     counted: Vec<bool>,
-    automata: Vec<Arc<Dfa>>,
+    automata: Vec<EmbeddedAutomaton>,
     /// Sorted by `base`, and the blocks do not overlap.
     embeddings: Vec<Embedding>,
+    /// Where lazy products record a limit reached while the input is read.
+    failure: FailureSlot,
 }
 
 impl Nfa {
@@ -346,8 +442,8 @@ impl Nfa {
     /// front. A lazy construction then builds only the part of each shared language that the
     /// input visits, so the cost of compiling a large schema is that of its NFA, linear in the
     /// expression. Shared expressions with anchors, and pinned ones (whose automata are kept for
-    /// the process), are embedded as automata as before; so are the operands of intersections
-    /// and complements, which must be automata.
+    /// the process), are embedded as automata as before. Unanchored intersections and
+    /// complements become lazy products ([`LazyProduct`]); anchored ones are built whole.
     pub fn for_lazy(hir: &Hir, config: &NfaConfig, dfa_config: &DfaConfig) -> Result<Nfa> {
         Self::build(hir, config, dfa_config, &DfaMemo::default(), true)
     }
@@ -409,6 +505,7 @@ impl Nfa {
             b.patch(f.end, ret);
             b.rules[index as usize] = f.start;
         }
+        let failure = b.memo.borrow().failure.clone();
         Ok(Nfa {
             states: b.states,
             start: frag.start,
@@ -422,6 +519,7 @@ impl Nfa {
             rules: b.rules,
             automata: b.automata,
             embeddings: b.embeddings,
+            failure,
         })
     }
 
@@ -457,7 +555,7 @@ impl Nfa {
         Node::Embedded(EmbeddedState {
             embedding: i - 1,
             at,
-            dfa: &self.automata[at.automaton as usize],
+            automaton: &self.automata[at.automaton as usize],
             copy,
             state: local % at.stride,
         })
@@ -477,8 +575,15 @@ impl Nfa {
     }
 
     /// The embedded automata, each held once however often it occurs.
-    pub fn automata(&self) -> &[Arc<Dfa>] {
+    pub fn automata(&self) -> &[EmbeddedAutomaton] {
         &self.automata
+    }
+
+    /// The limit a lazy product of this construction reached while the input was read, if any:
+    /// once there is one, what the NFA's automata answered since may be wrong, and whoever
+    /// walks it must fail instead.
+    pub fn failure(&self) -> Option<Error> {
+        self.failure.get()
     }
 
     /// The occurrences of embedded automata, by increasing `base`.
@@ -529,9 +634,9 @@ struct Builder {
     config: NfaConfig,
     dfa_config: DfaConfig,
     memo: DfaMemo,
-    automata: Vec<Arc<Dfa>>,
+    automata: Vec<EmbeddedAutomaton>,
     /// Index in `automata` by address, so an automaton met again is held once.
-    automaton_ids: FxHashMap<*const Dfa, u32>,
+    automaton_ids: FxHashMap<*const (), u32>,
     embeddings: Vec<Embedding>,
     /// The id the next embedding starts at.
     next_base: StateId,
@@ -723,8 +828,8 @@ impl Builder {
     }
 
     /// Whether `h` holds a shared node this construction calls as a rule ([`Builder::shared_rule`])
-    /// outside the operands of intersections and complements (which are automata whatever they
-    /// hold). A long counted repetition of such an expression is better expanded in copies that
+    /// outside the operands of intersections and complements (which are constructions of their
+    /// own whatever they hold). A long counted repetition of such an expression is better expanded in copies that
     /// call the rule than built as one automaton: that automaton would determinize the very
     /// shared languages a lazy construction exists to leave alone (arrays of 256 objects with
     /// strings of 32,767 characters took seconds to be refused by the state limit).
@@ -830,7 +935,14 @@ impl Builder {
                         self.nothing()
                     }
                 }
-                Ok(dfa) => return self.embed_repeated(&dfa, copies as u32, min, max.is_none()),
+                Ok(dfa) => {
+                    return self.embed_repeated(
+                        &EmbeddedAutomaton::Built(dfa),
+                        copies as u32,
+                        min,
+                        max.is_none(),
+                    )
+                }
                 // Too large as one automaton; copies of its expression may still be walked
                 // lazily.
                 Err(Error::SizeLimit { .. }) => {}
@@ -897,9 +1009,15 @@ impl Builder {
         }
     }
 
-    /// Intersection, complement or shared expression: a (product) DFA per anchoring case, embedded.
+    /// Intersection, complement or shared expression: a (product) DFA per anchoring case, embedded;
+    /// for a lazy construction, an unanchored intersection or complement is a lazy product.
     fn boolean(&mut self, hir: &Hir) -> Result<Frag> {
         let (has_start, has_end) = hir.anchors();
+        let product = matches!(hir, Hir::Intersection(_) | Hir::Complement(_));
+        if self.shared_as_rules && product && !has_start && !has_end {
+            let p = self.lazy_product(hir)?;
+            return self.embed_repeated(&EmbeddedAutomaton::Lazy(p), 1, 1, false);
+        }
         let starts: &[Option<bool>] = if has_start {
             &[Some(true), Some(false)]
         } else {
@@ -1049,10 +1167,48 @@ impl Builder {
         }
     }
 
+    /// The lazy product of an unanchored intersection or complement, built (or refused) once per
+    /// construction. Nested intersections flatten into one product; a complement is a negative
+    /// operand beside the valid UTF-8 strings.
+    fn lazy_product(&self, hir: &Hir) -> Result<Arc<LazyProduct>> {
+        if let Some(p) = self.memo.borrow().lazy.get(hir) {
+            return Ok(Arc::clone(p));
+        }
+        let mut parts: Vec<(&Hir, bool)> = Vec::new();
+        let mut todo = vec![hir];
+        while let Some(h) = todo.pop() {
+            match h {
+                Hir::Intersection(children) => todo.extend(children),
+                Hir::Complement(sub) => parts.push((sub, false)),
+                other => parts.push((other, true)),
+            }
+        }
+        let any_text = Hir::repeat(Hir::any_char(), 0, None);
+        if parts.iter().any(|&(_, positive)| !positive) || parts.is_empty() {
+            parts.push((&any_text, true));
+        }
+        let mut operands = Vec::with_capacity(parts.len());
+        for (h, positive) in parts {
+            let nfa = Nfa::build(h, &self.config, &self.dfa_config, &self.memo, true)?;
+            operands.push(Operand { nfa, positive });
+        }
+        let failure = self.memo.borrow().failure.clone();
+        let p = Arc::new(LazyProduct::new(
+            operands,
+            self.dfa_config.max_states,
+            failure,
+        )?);
+        self.memo
+            .borrow_mut()
+            .lazy
+            .insert(hir.clone(), Arc::clone(&p));
+        Ok(p)
+    }
+
     /// Embeds a DFA as a fragment: a block of ids standing for its states (see the module
     /// documentation), entered at its start state, left through a new stored state.
     fn embed(&mut self, dfa: &Arc<Dfa>) -> Result<Frag> {
-        self.embed_repeated(dfa, 1, 1, false)
+        self.embed_repeated(&EmbeddedAutomaton::Built(Arc::clone(dfa)), 1, 1, false)
     }
 
     /// [`Builder::embed`], entered at state `start` rather than the automaton's own start.
@@ -1064,18 +1220,18 @@ impl Builder {
         })
     }
 
-    /// Embeds `copies` copies of a DFA, at least `min` of which must match, the last one again
-    /// and again when `looping` (see [`Embedding`]).
+    /// Embeds `copies` copies of an automaton, at least `min` of which must match, the last one
+    /// again and again when `looping` (see [`Embedding`]).
     fn embed_repeated(
         &mut self,
-        dfa: &Arc<Dfa>,
+        automaton: &EmbeddedAutomaton,
         copies: u32,
         min: u32,
         looping: bool,
     ) -> Result<Frag> {
         let end = self.add(State::Epsilon(PENDING))?;
         let base = self.next_base;
-        let stride = dfa.num_states() as u32;
+        let stride = automaton.stride().min(u32::MAX as usize) as u32;
         let next = u64::from(base) + u64::from(stride) * u64::from(copies);
         // The top id marks unconnected ends, so the block must end below it.
         if next > u64::from(PENDING) {
@@ -1084,12 +1240,15 @@ impl Builder {
             return Err(Error::size_limit("nfa_embedded_states", used, room));
         }
         let fresh = self.automata.len() as u32;
-        let automaton = *self.automaton_ids.entry(Arc::as_ptr(dfa)).or_insert(fresh);
-        if automaton == fresh {
-            self.automata.push(Arc::clone(dfa));
+        let index = *self
+            .automaton_ids
+            .entry(automaton.address())
+            .or_insert(fresh);
+        if index == fresh {
+            self.automata.push(automaton.clone());
         }
         let at = Embedding {
-            automaton,
+            automaton: index,
             base,
             stride,
             copies,
@@ -1099,7 +1258,7 @@ impl Builder {
         };
         self.embeddings.push(at);
         self.next_base = next as StateId;
-        let start = at.id(0, dfa.start());
+        let start = at.id(0, automaton.start());
         if min > 0 {
             return Ok(Frag { start, end });
         }

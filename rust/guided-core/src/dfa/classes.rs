@@ -111,6 +111,16 @@ impl ByteClassBuilder {
         self.ends[end as usize] = true;
     }
 
+    /// Records every boundary of `classes`, whose classes need not be runs of bytes: a split
+    /// wherever the class changes makes each run of the result lie inside one of its classes.
+    pub fn add_partition(&mut self, classes: &ByteClasses) {
+        for b in 0..255usize {
+            if classes.map[b] != classes.map[b + 1] {
+                self.ends[b] = true;
+            }
+        }
+    }
+
     /// The classes: maximal runs of bytes with no recorded boundary between them.
     pub fn build(&self) -> ByteClasses {
         let mut class = 0u16;

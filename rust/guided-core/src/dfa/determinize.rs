@@ -156,25 +156,15 @@ impl Determinizer {
                 _ => {}
             }
         }
-        // An embedded automaton's classes need not be runs of bytes; splitting at every byte
-        // where its class changes makes each run of ours lie inside one of its classes.
-        for dfa in nfa.automata() {
-            let map = dfa.classes().as_map();
-            let mut start = 0u8;
-            for b in 1..=255u8 {
-                if map[b as usize] != map[b as usize - 1] {
-                    builder.add_range(start, b - 1);
-                    start = b;
-                }
-            }
-            builder.add_range(start, 255);
+        for automaton in nfa.automata() {
+            builder.add_partition(automaton.classes());
         }
         let classes = builder.build();
         let class_maps = nfa
             .automata()
             .iter()
-            .map(|dfa| {
-                let theirs = dfa.classes();
+            .map(|automaton| {
+                let theirs = automaton.classes();
                 classes
                     .representatives()
                     .iter()
@@ -214,7 +204,17 @@ impl Determinizer {
         let key: Arc<[Entry]> = Arc::from(d.key.as_slice());
         d.ids.entry(Arc::clone(&key)).or_insert(1);
         d.sets.push(key);
+        d.check_products()?;
         Ok(d)
+    }
+
+    /// Fails with the limit a lazy product of the NFA reached, if one did: the answers it gave
+    /// since (a dead successor, a state that does not read) stood in for ones it could not find.
+    fn check_products(&self) -> Result<()> {
+        match self.nfa.failure() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The NFA being determinized.
@@ -242,6 +242,7 @@ impl Determinizer {
     /// Fills `row` with the successor of `state` on every class, creating the states that are
     /// new. A state that does not exist gets a dead row.
     pub fn next_row(&mut self, state: u32, row: &mut Vec<u32>) -> Result<()> {
+        self.check_products()?;
         let k = self.classes.num_classes();
         row.clear();
         row.resize(k, 0);
@@ -301,7 +302,7 @@ impl Determinizer {
             prev = Some((c, id));
             self.targets[c] = list;
         }
-        Ok(())
+        self.check_products()
     }
 
     /// The id of the state reached when the NFA is in `kernel` after at least one byte.

@@ -31,6 +31,7 @@
 
 pub mod classes;
 pub mod determinize;
+pub mod lazy_product;
 pub mod minimize;
 pub mod product;
 

@@ -751,7 +751,7 @@ fn residue_automata_are_embedded_and_printed_only_on_request() {
 #[test]
 fn free_values_and_their_automata_are_built_once_per_process() {
     use crate::dfa::DfaConfig;
-    use crate::nfa::{Nfa, NfaConfig};
+    use crate::nfa::{EmbeddedAutomaton, Nfa, NfaConfig};
     use crate::regex::Hir;
     use std::sync::Arc;
     // Whitespace of its own, so that no other test has built these free values first.
@@ -785,7 +785,10 @@ fn free_values_and_their_automata_are_built_once_per_process() {
     };
     let automaton = || {
         let nfa = Nfa::new(common, &NfaConfig::default(), &config).unwrap();
-        Arc::clone(&nfa.automata()[0])
+        match &nfa.automata()[0] {
+            EmbeddedAutomaton::Built(d) => Arc::clone(d),
+            EmbeddedAutomaton::Lazy(_) => panic!("a free value is built whole"),
+        }
     };
     assert!(Arc::ptr_eq(&automaton(), &automaton()));
     // A construction whose limit the kept automaton exceeds refuses it, as if it built it.
