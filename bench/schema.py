@@ -120,11 +120,11 @@ def byte_tokens() -> list[bytes | None]:
 
 
 def guided_engine() -> Callable[[str], Checker]:
-    import guided
-
     # Masks come back as numpy arrays; importing numpy on the first mask would charge one schema
     # with a process's start-up, as the peers' set-ups import theirs before the clock starts.
     import numpy  # noqa: F401
+
+    import guided
 
     vocab = guided.Vocabulary(byte_tokens(), eos_token_ids=[EOS])
 
