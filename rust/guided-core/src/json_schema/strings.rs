@@ -32,8 +32,6 @@
 
 use super::digits::{fixed_width_range, hex_digit};
 use crate::regex::{ClassSet, Hir, Look, MAX_CODE_POINT};
-use rustc_hash::FxHashMap;
-use std::cell::RefCell;
 use std::sync::LazyLock;
 
 /// Code points JSON lets stand raw in a string: all but `"`, `\`, the C0 controls and surrogates.
@@ -109,29 +107,6 @@ fn encode_char(c: char) -> Hir {
 
 /// The JSON spellings (inside the quotes) of every code point in `set`.
 fn encode_class(set: &ClassSet) -> Hir {
-    // Schemas repeat their classes (a trie of property names leaves every node by a class of
-    // "all but these few characters"), so spellings are remembered per thread.
-    thread_local! {
-        static SPELLED: RefCell<FxHashMap<ClassSet, Hir>> = RefCell::default();
-    }
-    if let Some(h) = SPELLED.with_borrow(|m| m.get(set).cloned()) {
-        return h;
-    }
-    let h = spell_class(set);
-    SPELLED.with_borrow_mut(|m| {
-        if m.len() >= SPELLED_CLASSES_KEPT {
-            m.clear();
-        }
-        m.insert(set.clone(), h.clone());
-    });
-    h
-}
-
-/// Class spellings [`encode_class`] keeps per thread before it starts over.
-const SPELLED_CLASSES_KEPT: usize = 4096;
-
-/// [`encode_class`], uncached.
-fn spell_class(set: &ClassSet) -> Hir {
     // Literals encode one code point at a time; only a set that reaches the last code point can
     // hold the whole upper part.
     if set
