@@ -381,6 +381,26 @@ def test_pickle_round_trip_gives_identical_masks() -> None:
     assert g1.is_accepting() and g2.is_accepting()
 
 
+def test_dialects_survive_pickling_and_key_the_cache() -> None:
+    vocab = toy_vocab([b"a", b"\n", b"b", b"z", b"\\"])
+    newline = {"python": False, "ecma": False, "xgrammar": True, "rust": False}
+    for dialect, allows_newline in newline.items():
+        index = guided.TokenIndex.from_regex("a.b", vocab, dialect=dialect)  # type: ignore[arg-type]
+        dfa = pickle.loads(pickle.dumps(guided.DFA("a.b", dialect=dialect)))  # type: ignore[arg-type]
+        assert dfa.match("a\nb") is allows_newline
+        for idx in (index, pickle.loads(pickle.dumps(index)), guided.TokenIndex(dfa, vocab)):
+            after_a = idx.next_state(idx.initial_state, 0)
+            assert bool(idx.allowed(after_a)[1]) is allows_newline, dialect
+    cache = guided.IndexCache(vocab)
+    # `\z` asserts the end in Python's reading and is the letter in xgrammar's
+    python, xgrammar = cache.regex("a\\z"), cache.regex("a\\z", dialect="xgrammar")
+    assert python is not xgrammar and cache.regex("a\\z", dialect="xgrammar") is xgrammar
+    assert python.is_accepting(python.next_state(python.initial_state, 0))
+    assert xgrammar.next_state(xgrammar.next_state(xgrammar.initial_state, 0), 3) > 0
+    with pytest.raises(guided.GuidedError, match="unknown regex dialect"):
+        guided.DFA("a", dialect="perl")  # type: ignore[arg-type]
+
+
 def test_lazy_index_serves_a_pattern_whose_full_dfa_is_huge() -> None:
     vocab = toy_vocab([b"a", b"b", b"ab"])
     with pytest.raises(guided.SizeLimitError):

@@ -2,18 +2,24 @@
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, Literal, final
 
 import numpy as np
 import numpy.typing as npt
 
 __version__: str
 
+RegexDialect = Literal["python", "ecma", "xgrammar", "rust"]
+"""How a pattern is read: Python's ``re`` (the default), ECMA-262 (JSON Schema's ``pattern``),
+xgrammar's regex converter, or the Rust ``regex`` crate (outlines-core, llguidance)."""
+
 @final
 class DFA:
     """A full-match automaton over bytes. State 0 is dead, state 1 the start."""
 
-    def __init__(self, pattern: str, *, max_states: int = 20000) -> None: ...
+    def __init__(
+        self, pattern: str, *, max_states: int = 20000, dialect: RegexDialect = "python"
+    ) -> None: ...
     @property
     def pattern(self) -> str: ...
     @property
@@ -94,7 +100,13 @@ class TokenIndex:
 
     def __init__(self, dfa: DFA, vocab: Vocabulary) -> None: ...
     @staticmethod
-    def from_regex(pattern: str, vocab: Vocabulary, *, max_states: int = 20000) -> TokenIndex: ...
+    def from_regex(
+        pattern: str,
+        vocab: Vocabulary,
+        *,
+        max_states: int = 20000,
+        dialect: RegexDialect = "python",
+    ) -> TokenIndex: ...
     @staticmethod
     def from_json_schema(
         schema: Mapping[str, Any] | bool | str,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use guided_core::dfa::{Dfa, DfaConfig};
 use guided_core::json_schema::expand_shared;
-use guided_core::regex::{self, Hir};
+use guided_core::regex::{self, Dialect, Hir, ParserConfig};
 use numpy::{PyArray1, PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyString};
@@ -21,7 +21,37 @@ use crate::errors::{guard, guard_detached, guided_error};
 pub struct PyDfa {
     pub(crate) inner: Arc<Dfa>,
     pub(crate) source: DfaSource,
+    /// The dialect `source_pattern` is written in (a schema's printed form is in the default).
+    pub(crate) dialect: Dialect,
     pub(crate) max_states: usize,
+}
+
+/// The dialect called `name`, or a `GuidedError` listing the names there are.
+pub(crate) fn dialect_named(py: Python<'_>, name: &str) -> PyResult<Dialect> {
+    Dialect::from_name(name).ok_or_else(|| {
+        let names: Vec<_> = Dialect::ALL
+            .iter()
+            .map(|d| format!("{:?}", d.name()))
+            .collect();
+        guided_error(
+            py,
+            format!(
+                "unknown regex dialect {name:?}: expected one of {}",
+                names.join(", ")
+            ),
+        )
+    })
+}
+
+/// Parses `pattern` in `dialect`.
+pub(crate) fn parse_pattern(pattern: &str, dialect: Dialect) -> guided_core::Result<Hir> {
+    regex::parse_with(
+        pattern,
+        &ParserConfig {
+            dialect,
+            ..ParserConfig::default()
+        },
+    )
 }
 
 /// What a DFA was built from, which is what pickling and `pattern` give back.
@@ -62,15 +92,17 @@ impl PyDfa {
 #[pymethods]
 impl PyDfa {
     #[new]
-    #[pyo3(signature = (pattern, *, max_states = 20_000))]
-    fn new(py: Python<'_>, pattern: String, max_states: usize) -> PyResult<Self> {
+    #[pyo3(signature = (pattern, *, max_states = 20_000, dialect = "python"))]
+    fn new(py: Python<'_>, pattern: String, max_states: usize, dialect: &str) -> PyResult<Self> {
+        let dialect = dialect_named(py, dialect)?;
         let dfa = guard_detached(py, || {
-            let hir = regex::parse(&pattern)?;
+            let hir = parse_pattern(&pattern, dialect)?;
             Dfa::from_hir(&hir, &DfaConfig { max_states })
         })?;
         Ok(PyDfa {
             inner: Arc::new(dfa),
             source: DfaSource::Pattern(pattern),
+            dialect,
             max_states,
         })
     }
@@ -186,6 +218,9 @@ impl PyDfa {
     ) -> PyResult<((String,), Bound<'py, pyo3::types::PyDict>)> {
         let kwargs = pyo3::types::PyDict::new(py);
         kwargs.set_item("max_states", self.max_states)?;
+        if self.dialect != Dialect::default() {
+            kwargs.set_item("dialect", self.dialect.name())?;
+        }
         Ok(((self.source_pattern(py)?,), kwargs))
     }
 

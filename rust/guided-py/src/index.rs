@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use guided_core::bitmask::{words_for, Mask};
 use guided_core::guide::Guide;
 use guided_core::index::{IndexConfig, TokenIndex, TERMINAL};
-use guided_core::regex;
+use guided_core::regex::Dialect;
 use guided_core::slice::TokenTries;
 use guided_core::vocab::Vocabulary;
 use guided_core::Error;
@@ -39,7 +39,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use rayon::prelude::*;
 
-use crate::dfa::PyDfa;
+use crate::dfa::{dialect_named, parse_pattern, PyDfa};
 use crate::errors::{guard, guard_detached, guided_error};
 use crate::json_schema;
 use crate::vocab::PyVocabulary;
@@ -62,8 +62,15 @@ fn state_from_py(py: Python<'_>, state: i64) -> PyResult<u32> {
 
 /// How an index was built, kept so that pickling can rebuild it.
 enum Source {
-    Regex { pattern: String, max_states: usize },
-    Schema { schema: String, options: Py<PyDict> },
+    Regex {
+        pattern: String,
+        dialect: Dialect,
+        max_states: usize,
+    },
+    Schema {
+        schema: String,
+        options: Py<PyDict>,
+    },
 }
 
 /// Which tokens may follow each state of a constraint, over one vocabulary.
@@ -119,6 +126,7 @@ impl PyTokenIndex {
         let automaton = Arc::clone(&d.inner);
         let source = Source::Regex {
             pattern: d.source_pattern(py)?,
+            dialect: d.dialect,
             max_states: d.max_states,
         };
         Self::build(py, vocab, source, move |v, trie| {
@@ -128,15 +136,18 @@ impl PyTokenIndex {
 
     /// An index over `pattern`, whose automaton is built lazily as states are visited.
     #[staticmethod]
-    #[pyo3(signature = (pattern, vocab, *, max_states = 20_000))]
+    #[pyo3(signature = (pattern, vocab, *, max_states = 20_000, dialect = "python"))]
     fn from_regex(
         py: Python<'_>,
         pattern: String,
         vocab: &Bound<'_, PyVocabulary>,
         max_states: usize,
+        dialect: &str,
     ) -> PyResult<Self> {
+        let dialect = dialect_named(py, dialect)?;
         let source = Source::Regex {
             pattern: pattern.clone(),
+            dialect,
             max_states,
         };
         let config = IndexConfig {
@@ -144,7 +155,7 @@ impl PyTokenIndex {
             ..IndexConfig::default()
         };
         Self::build(py, vocab, source, move |v, trie| {
-            let hir = regex::parse(&pattern)?;
+            let hir = parse_pattern(&pattern, dialect)?;
             TokenIndex::from_hir(&hir, v, trie, &config)
         })
     }
@@ -320,10 +331,14 @@ impl PyTokenIndex {
         let args = match &self.source {
             Source::Regex {
                 pattern,
+                dialect,
                 max_states,
             } => ("regex", pattern.clone(), self.vocab.clone_ref(py), {
                 let d = PyDict::new(py);
                 d.set_item("max_states", max_states)?;
+                if *dialect != Dialect::default() {
+                    d.set_item("dialect", dialect.name())?;
+                }
                 d.unbind()
             }),
             Source::Schema { schema, options } => (

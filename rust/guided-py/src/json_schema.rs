@@ -117,6 +117,7 @@ pub fn schema_dfa(
     Ok(PyDfa {
         inner: Arc::new(dfa),
         source: DfaSource::Schema { hir, limit },
+        dialect: guided_core::regex::Dialect::Python,
         max_states,
     })
 }

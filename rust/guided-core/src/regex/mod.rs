@@ -5,6 +5,7 @@
 
 pub mod hir;
 pub mod parser;
+mod rust_syntax;
 
 pub use hir::{Call, ClassSet, Grammar, Hir, Look, Shared, MAX_CODE_POINT};
 pub use parser::{parse, parse_ecma, parse_with, Dialect, ParserConfig};

@@ -1,11 +1,20 @@
 //! A recursive-descent parser from pattern text to [`Hir`].
 //!
-//! Two dialects share one parser. [`Dialect::Python`] reads what Python's `re` reads under
+//! Three dialects share one parser. [`Dialect::Python`] reads what Python's `re` reads under
 //! `re.ASCII` (the oracle the tests hold us to): `\d \w \s` are ASCII, `(?i)` folds ASCII letters
 //! only, `{` that does not open a valid quantifier is a literal, `]` first in a class is a literal.
 //! [`Dialect::Ecma`] reads ECMA-262 patterns as JSON Schema writes them: `.` also excludes `\r`,
 //! U+2028 and U+2029, `\s` is Unicode white space, `[]` is the empty class and `[^]` any character.
-//! Both accept `\xHH`, `\uHHHH` (a UTF-16 surrogate pair written as two escapes is one code point),
+//! [`Dialect::Xgrammar`] reads patterns as xgrammar's regex converter does, so that a drop-in for
+//! xgrammar compiles the same language: ECMA-262's classes and escapes, but `.` is any character
+//! (newlines included), an escaped letter without a meaning is the letter itself (`\z` is `z`),
+//! `\e` is ESC, and a `{` that is not a well-formed `{m}`, `{m,}` or `{m,n}` is an error, as are
+//! flags, comments and every group form but `(?:` and `(?<name>`. Where xgrammar's own reading
+//! leaves the pattern's language (it drops `^` and `$` in mid-pattern, reads `[\^]` as any
+//! character and splits surrogate-pair escapes), this dialect keeps the language. The fourth,
+//! [`Dialect::Rust`], is not read here at all: `regex-syntax` parses it (see `rust_syntax`).
+//!
+//! All accept `\xHH`, `\uHHHH` (a UTF-16 surrogate pair written as two escapes is one code point),
 //! `\u{...}`, `\UHHHHHHHH`, `\p{..}`/`\P{..}` (general categories and scripts, with tables from
 //! `regex-syntax`), named groups, lazy quantifiers (the same language under full match), and the
 //! scoped and global flags `i`, `s`, `x`.
@@ -36,6 +45,36 @@ pub enum Dialect {
     Python,
     /// ECMA-262 (JavaScript) without the `u` flag's strictness, as JSON Schema's `pattern` uses.
     Ecma,
+    /// xgrammar's regex converter (ECMA-262 escapes and classes, `.` matching newlines).
+    Xgrammar,
+    /// The Rust `regex` crate (Unicode classes and case folding), as outlines-core and llguidance
+    /// read patterns.
+    Rust,
+}
+
+impl Dialect {
+    /// Every dialect, in the order the Python API lists them.
+    pub const ALL: [Dialect; 4] = [
+        Dialect::Python,
+        Dialect::Ecma,
+        Dialect::Xgrammar,
+        Dialect::Rust,
+    ];
+
+    /// The dialect's name in the Python API (`dialect="..."`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Python => "python",
+            Dialect::Ecma => "ecma",
+            Dialect::Xgrammar => "xgrammar",
+            Dialect::Rust => "rust",
+        }
+    }
+
+    /// The dialect called `name`, if there is one.
+    pub fn from_name(name: &str) -> Option<Dialect> {
+        Dialect::ALL.into_iter().find(|d| d.name() == name)
+    }
 }
 
 /// Parser settings.
@@ -74,6 +113,9 @@ pub fn parse_ecma(pattern: &str) -> Result<Hir> {
 
 /// Parses a pattern with explicit settings.
 pub fn parse_with(pattern: &str, config: &ParserConfig) -> Result<Hir> {
+    if config.dialect == Dialect::Rust {
+        return super::rust_syntax::parse(pattern, config);
+    }
     let mut parser = Parser {
         pattern,
         chars: pattern.chars().collect(),
@@ -140,6 +182,10 @@ impl Parser<'_> {
         self.config.dialect == Dialect::Python
     }
 
+    fn is_xgrammar(&self) -> bool {
+        self.config.dialect == Dialect::Xgrammar
+    }
+
     /// In verbose mode, white space and `#` comments between tokens are not part of the pattern.
     fn skip_verbose(&mut self) {
         if !self.flags.verbose {
@@ -176,7 +222,7 @@ impl Parser<'_> {
 
     /// Global flag groups such as `(?i)` are accepted only at the very start, as in Python.
     fn parse_global_flags(&mut self) -> Result<()> {
-        while self.looking_at("(?") {
+        while !self.is_xgrammar() && self.looking_at("(?") {
             let start = self.pos;
             let mut i = 2;
             let mut letters = Vec::new();
@@ -316,6 +362,10 @@ impl Parser<'_> {
         } else {
             (None, false)
         };
+        if self.is_xgrammar() && (lo.is_none() || self.chars.get(i) != Some(&'}')) {
+            // xgrammar reads every `{` as a quantifier.
+            return Err(self.error(start, "invalid repetition count"));
+        }
         if self.chars.get(i) != Some(&'}') || (lo.is_none() && !comma) {
             return Ok(None);
         }
@@ -384,6 +434,9 @@ impl Parser<'_> {
     }
 
     fn quantifier_follows(&mut self) -> bool {
+        if self.peek() != Some('{') {
+            return false;
+        }
         let saved = self.pos;
         let found = matches!(self.parse_counted(), Ok(Some(_)) | Err(_));
         self.pos = saved;
@@ -400,7 +453,7 @@ impl Parser<'_> {
     }
 
     fn dot(&self) -> ClassSet {
-        if self.flags.dot_all {
+        if self.flags.dot_all || self.is_xgrammar() {
             ClassSet::full()
         } else if self.is_python() {
             ClassSet::single('\n' as u32).negate()
@@ -426,6 +479,12 @@ impl Parser<'_> {
             let Some(kind) = self.peek() else {
                 return Err(self.error(start, "unclosed group"));
             };
+            if self.is_xgrammar() && !matches!(kind, ':' | '=' | '!' | '<') {
+                return Err(self.error(
+                    start,
+                    format!("group form `(?{kind}` is not supported in xgrammar's dialect (only `(?:` and `(?<name>`)"),
+                ));
+            }
             match kind {
                 ':' => self.pos += 1,
                 '#' => {
@@ -527,11 +586,16 @@ impl Parser<'_> {
         while let Some(c) = self.peek() {
             if c == close {
                 let name: String = self.chars[name_start..self.pos].iter().collect();
-                let valid = name
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_alphabetic() || c == '_')
-                    && name.chars().all(|c| c.is_alphanumeric() || c == '_');
+                let valid = if self.is_xgrammar() {
+                    // ASCII names, and the empty name, as xgrammar takes them.
+                    !name.starts_with(|c: char| c.is_ascii_digit())
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                } else {
+                    name.chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphabetic() || c == '_')
+                        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
+                };
                 if !valid {
                     return Err(self.error(name_start, format!("bad group name {name:?}")));
                 }
@@ -576,14 +640,23 @@ impl Parser<'_> {
         let look = match c {
             'A' if self.is_python() => Some(Look::Start),
             'Z' if self.is_python() => Some(Look::End),
-            'z' => Some(Look::End),
+            'z' if !self.is_xgrammar() => Some(Look::End),
             'b' => {
                 return Err(self.error(start, "word boundary `\\b` is not supported"));
             }
             'B' => {
                 return Err(self.error(start, "non-word boundary `\\B` is not supported"));
             }
-            'G' => return Err(self.error(start, "`\\G` is not supported")),
+            'G' if !self.is_xgrammar() => return Err(self.error(start, "`\\G` is not supported")),
+            'k' if self.is_xgrammar() => {
+                return Err(self.error(start, "backreference `\\k` is not supported"));
+            }
+            'p' | 'P' if self.is_xgrammar() => {
+                return Err(self.error(
+                    start,
+                    "Unicode property escapes are not supported in xgrammar's dialect",
+                ));
+            }
             'k' if self.peek_at(2) == Some('<') || self.peek_at(2) == Some('{') => {
                 return Err(self.error(start, "named backreference `\\k<name>` is not supported"));
             }
@@ -618,6 +691,11 @@ impl Parser<'_> {
             return Err(self.error(start, "trailing backslash at end of pattern"));
         };
         self.pos += 1;
+        if self.is_xgrammar() {
+            if let Some(escaped) = self.parse_xgrammar_escape(start, c, in_class)? {
+                return Ok(escaped);
+            }
+        }
         let simple = |v: u32| Ok(Escaped::Char(v));
         match c {
             'd' => Ok(Escaped::Set(digit())),
@@ -635,23 +713,7 @@ impl Parser<'_> {
             'b' if in_class => simple(0x08),
             'x' => self.parse_hex_escape(start, 2).map(Escaped::Char),
             'u' if self.peek() == Some('{') => self.parse_braced_hex(start).map(Escaped::Char),
-            'u' => {
-                let v = self.parse_hex_escape(start, 4)?;
-                // A surrogate pair spelled as two escapes denotes one astral code point.
-                if (0xD800..0xDC00).contains(&v) && self.looking_at("\\u") {
-                    let saved = self.pos;
-                    self.pos += 2;
-                    if let Ok(low) = self.parse_hex_escape(saved, 4) {
-                        if (0xDC00..0xE000).contains(&low) {
-                            return Ok(Escaped::Char(
-                                0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00),
-                            ));
-                        }
-                    }
-                    self.pos = saved;
-                }
-                Ok(Escaped::Char(v))
-            }
+            'u' => self.parse_utf16_escape(start).map(Escaped::Char),
             'U' if self.is_python() => self.parse_hex_escape(start, 8).map(Escaped::Char),
             'c' if !self.is_python() => match self.peek() {
                 Some(l) if l.is_ascii_alphabetic() => {
@@ -695,6 +757,66 @@ impl Parser<'_> {
         }
     }
 
+    /// The escapes xgrammar reads its own way (the rest it reads as ECMA-262 does): `None` hands
+    /// `c` back to the common path. The backslash and `c` are consumed; `start` is the backslash.
+    fn parse_xgrammar_escape(
+        &mut self,
+        start: usize,
+        c: char,
+        in_class: bool,
+    ) -> Result<Option<Escaped>> {
+        let remaining = self.chars.len() - self.pos;
+        let code_point = |v: u32| Ok(Some(Escaped::Char(v)));
+        match c {
+            'd' | 'D' | 'w' | 'W' | 's' | 'S' | 'n' | 't' | 'r' | 'f' | 'v' | 'b' | 'c' => Ok(None),
+            'a' => code_point(0x07),
+            'e' => code_point(0x1B),
+            '0' => code_point(0),
+            'u' if self.peek() == Some('{') => {
+                let digits = (1..=7)
+                    .take_while(|&i| self.peek_at(i).is_some_and(|h| h.is_ascii_hexdigit()))
+                    .count();
+                if !(1..=6).contains(&digits) || self.peek_at(digits + 1) != Some('}') {
+                    return Err(self.error(
+                        start,
+                        "bad escape `\\u{...}`: expected 1 to 6 hex digits and `}`",
+                    ));
+                }
+                self.parse_braced_hex(start).map(|v| Some(Escaped::Char(v)))
+            }
+            'x' | 'u' if remaining < if c == 'x' { 2 } else { 4 } => {
+                Err(self.error(start, format!("unfinished escape `\\{c}`")))
+            }
+            // Exactly two, four or eight hex digits, or the letter itself, as ECMA-262's Annex B
+            // reads them. xgrammar's converter reads every hex digit that follows (`\x41a` is
+            // U+041A), which is not what the pattern says; the departure is listed in the README.
+            'x' | 'u' | 'U' => {
+                let width = match c {
+                    'x' => 2,
+                    'u' => 4,
+                    _ => 8,
+                };
+                if !(0..width).all(|i| self.peek_at(i).is_some_and(|h| h.is_ascii_hexdigit())) {
+                    code_point(c as u32)
+                } else if c == 'u' {
+                    self.parse_utf16_escape(start)
+                        .map(|v| Some(Escaped::Char(v)))
+                } else {
+                    self.parse_hex_escape(start, width)
+                        .map(|v| Some(Escaped::Char(v)))
+                }
+            }
+            '1'..='9' => {
+                if in_class {
+                    code_point(c as u32)
+                } else {
+                    Err(self.error(start, format!("backreference `\\{c}` is not supported")))
+                }
+            }
+            c => code_point(c as u32),
+        }
+    }
+
     fn space(&self) -> ClassSet {
         if self.is_python() {
             ClassSet::from_ranges([(0x09, 0x0D), (0x20, 0x20)])
@@ -713,6 +835,22 @@ impl Parser<'_> {
                 (0xFEFF, 0xFEFF),
             ])
         }
+    }
+
+    /// `\\uHHHH` after the `u`; a surrogate pair spelled as two escapes is one astral code point.
+    fn parse_utf16_escape(&mut self, start: usize) -> Result<u32> {
+        let v = self.parse_hex_escape(start, 4)?;
+        if (0xD800..0xDC00).contains(&v) && self.looking_at("\\u") {
+            let saved = self.pos;
+            self.pos += 2;
+            if let Ok(low) = self.parse_hex_escape(saved, 4) {
+                if (0xDC00..0xE000).contains(&low) {
+                    return Ok(0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00));
+                }
+            }
+            self.pos = saved;
+        }
+        Ok(v)
     }
 
     fn parse_hex_escape(&mut self, start: usize, digits: usize) -> Result<u32> {
@@ -805,8 +943,17 @@ impl Parser<'_> {
                 return Err(self.error(start, "unclosed character class: missing `]`"));
             };
             if c == ']' && !(first && self.is_python()) {
+                if first && !negated && self.is_xgrammar() {
+                    return Err(self.error(start, "empty character class `[]`"));
+                }
                 self.pos += 1;
                 break;
+            }
+            if c == '\n' && self.is_xgrammar() {
+                return Err(self.error(
+                    self.pos,
+                    "a character class may not contain a raw newline in xgrammar's dialect",
+                ));
             }
             first = false;
             let item_start = self.pos;
@@ -846,7 +993,7 @@ impl Parser<'_> {
         let start = self.pos;
         match self.peek() {
             Some('\\') => {
-                if matches!(self.peek_at(1), Some('A' | 'Z' | 'z' | 'B')) {
+                if !self.is_xgrammar() && matches!(self.peek_at(1), Some('A' | 'Z' | 'z' | 'B')) {
                     let c = self.peek_at(1).unwrap_or('?');
                     return Err(self.error(start, format!("bad escape `\\{c}` in a class")));
                 }
@@ -1041,6 +1188,87 @@ mod tests {
             ])
         );
         assert_eq!(parse("(?~a)").unwrap(), Hir::complement(Hir::literal("a")));
+    }
+
+    fn xgrammar(p: &str) -> Result<Hir> {
+        parse_with(
+            p,
+            &ParserConfig {
+                dialect: Dialect::Xgrammar,
+                ..ParserConfig::default()
+            },
+        )
+    }
+
+    #[test]
+    fn xgrammar_reads_as_its_converter_does() {
+        // Each pattern next to the same language in the Python dialect, as xgrammar 0.2.9 prints
+        // it back from `Grammar.from_regex`.
+        for (xgr, python) in [
+            (".", "(?s:.)"),
+            (
+                "\\s",
+                "[\\t-\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]",
+            ),
+            ("\\d\\w", "[0-9][0-9A-Za-z_]"),
+            ("\\z\\A\\Z\\q\\G", "zAZqG"),
+            ("\\e\\a\\cA\\0", "\\x1b\\x07\\x01\\x00"),
+            ("\\xzz\\x4g\\uzzzz\\U0041\\U00000041", "xzzx4guzzzzU0041A"),
+            ("\\u{41}\\ud83d\\ude00\\u{1}", "A\\U0001f600\\x01"),
+            ("[\\b\\B\\p\\k\\1\\z]", "[\\x08Bpk1z]"),
+            ("[^]a]", "(?s:.)a\\]"),
+            ("[[a]]", "[\\[a]\\]"),
+            ("[\\d-z]", "[0-9\\-z]"),
+            ("(?<n>a)(?<>b)(?:c)", "abc"),
+            ("a*?b{2,}?c??", "a*b{2,}c?"),
+            ("a]}", "a\\]\\}"),
+            ("a^b|c$d", "a^b|c$d"),
+        ] {
+            assert_eq!(xgrammar(xgr).unwrap(), parse(python).unwrap(), "{xgr}");
+        }
+    }
+
+    #[test]
+    fn xgrammar_refuses_what_its_converter_refuses() {
+        for p in [
+            "a{,3}",
+            "a{",
+            "a{x}",
+            "{1}",
+            "a{ 2}",
+            "(?i)a",
+            "(?s:a)",
+            "(?P<n>a)",
+            "(?#c)",
+            "(?'n'a)",
+            "(?>a)",
+            "(?=a)",
+            "a**",
+            "a{2}{3}",
+            "a*+",
+            "\\b",
+            "\\B",
+            "\\1",
+            "\\k<n>",
+            "\\p{L}",
+            "\\x",
+            "\\u12",
+            "\\u{}",
+            "\\u{1234567}",
+            "\\c1",
+            "[]a]",
+            "[\n]",
+            "(?<1>a)",
+            "(?<é>a)",
+            "(?&a&&b)",
+            "(?~a)",
+        ] {
+            assert!(
+                matches!(xgrammar(p), Err(Error::RegexSyntax { .. })),
+                "{p}: {:?}",
+                xgrammar(p)
+            );
+        }
     }
 
     #[test]
