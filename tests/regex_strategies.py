@@ -1,7 +1,11 @@
-"""Hypothesis strategies for patterns in the dialect, shared by the regex and index tests.
+"""Hypothesis strategies for patterns, shared by the regex, index and shim tests.
 
-Each generated fragment carries its text and a way to draw a string it probably matches; the
-oracle (Python's `re`), never the generator, decides what actually matches.
+Each generated fragment carries its text and a way to draw a string it probably matches; an
+oracle (Python's `re`, or the peer a shim stands in for), never the generator, decides what
+actually matches. ``patterns(dialect)`` keeps to the constructs a dialect reads: xgrammar has no
+flags, no ``(?P<``, no ``{,n}``, and no ``^`` (it drops one in mid-pattern, a listed departure);
+the Rust ``regex`` crate has no ``{,n}``, and gets no anchors, since outlines-core builds no
+automaton for a pattern with one.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from hypothesis import strategies as st
 
@@ -97,19 +102,27 @@ def char_class(draw: st.DrawFn) -> Node:
     return single_char_node(f"[{negated}{''.join(items)}]")
 
 
-def atoms() -> st.SearchStrategy[Node]:
-    return st.one_of(
+def atoms(dialect: str) -> st.SearchStrategy[Node]:
+    choices = [
         literal(),
         literal(),
         char_class(),
         st.just(single_char_node(".")),
         st.sampled_from("dwsDWS").map(lambda c: single_char_node("\\" + c)),
-        st.just(Node("^", False, lambda _d: "")),
-    )
+    ]
+    if dialect == "python":
+        choices.append(st.just(Node("^", False, lambda _d: "")))
+    return st.one_of(*choices)
 
 
-def group(inner: Node, kind: int) -> Node:
-    prefix = ["(", "(?:", "(?P<g>", "(?i:", "(?s:"][kind]
+GROUPS = {
+    "python": ["(", "(?:", "(?P<g>", "(?i:", "(?s:"],
+    "rust": ["(", "(?:", "(?P<g>", "(?i:", "(?s:"],
+    "xgrammar": ["(", "(?:", "(?<g>"],
+}
+
+
+def group(inner: Node, prefix: str) -> Node:
     return Node(f"{prefix}{inner.text})", True, inner.gen)
 
 
@@ -125,24 +138,22 @@ def alternation(xs: list[Node]) -> Node:
 
 
 @st.composite
-def quantified(draw: st.DrawFn, sub: Node) -> Node:
+def quantified(draw: st.DrawFn, sub: Node, dialect: str) -> Node:
     if not sub.atom:
         sub = Node(f"(?:{sub.text})", True, sub.gen)
     m = draw(st.integers(0, 3))
     n = m + draw(st.integers(0, 3))
-    q, lo, hi = draw(
-        st.sampled_from(
-            [
-                ("*", 0, 3),
-                ("+", 1, 3),
-                ("?", 0, 1),
-                (f"{{{m}}}", m, m),
-                (f"{{{m},}}", m, m + 2),
-                (f"{{{m},{n}}}", m, n),
-                (f"{{,{n}}}", 0, n),
-            ]
-        )
-    )
+    forms = [
+        ("*", 0, 3),
+        ("+", 1, 3),
+        ("?", 0, 1),
+        (f"{{{m}}}", m, m),
+        (f"{{{m},}}", m, m + 2),
+        (f"{{{m},{n}}}", m, n),
+    ]
+    if dialect == "python":
+        forms.append((f"{{,{n}}}", 0, n))
+    q, lo, hi = draw(st.sampled_from(forms))
     lazy = "?" if draw(st.booleans()) else ""
 
     def gen(d: st.DrawFn) -> str:
@@ -151,27 +162,33 @@ def quantified(draw: st.DrawFn, sub: Node) -> Node:
     return Node(sub.text + q + lazy, False, gen)
 
 
-def extend(children: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
-    return st.one_of(
-        st.lists(children, min_size=2, max_size=4).map(concat),
-        st.lists(children, min_size=2, max_size=3).map(alternation),
-        st.tuples(children, st.integers(0, 4)).map(lambda t: group(t[0], t[1])),
-        children.flatmap(lambda c: quantified(c)),
-    )
+@cache
+def nodes(dialect: str) -> st.SearchStrategy[Node]:
+    def extend(children: st.SearchStrategy[Node]) -> st.SearchStrategy[Node]:
+        return st.one_of(
+            st.lists(children, min_size=2, max_size=4).map(concat),
+            st.lists(children, min_size=2, max_size=3).map(alternation),
+            st.tuples(children, st.sampled_from(GROUPS[dialect])).map(lambda t: group(*t)),
+            children.flatmap(lambda c: quantified(c, dialect)),
+        )
 
-
-nodes = st.recursive(atoms(), extend, max_leaves=12)
+    return st.recursive(atoms(dialect), extend, max_leaves=12)
 
 
 @st.composite
-def patterns(draw: st.DrawFn) -> tuple[str, Node]:
-    branches = [draw(nodes) for _ in range(draw(st.integers(1, 2)))]
+def patterns(draw: st.DrawFn, dialect: str = "python") -> tuple[str, Node]:
+    """A pattern in ``dialect`` ("python", "xgrammar" or "rust") and a node that draws texts."""
+    branches = [draw(nodes(dialect)) for _ in range(draw(st.integers(1, 2)))]
     texts = []
     for b in branches:
         # `$` only at the end of a top-level branch: Python's `$` also matches before a final
         # newline, which is not a full-match assertion about the end of the text.
-        texts.append(b.text + ("$" if draw(st.integers(0, 4)) == 0 else ""))
-    flags = draw(st.sampled_from(["", "", "", "(?i)", "(?s)", "(?is)"]))
+        # outlines-core (the Rust dialect's peer) builds no automaton for a pattern with an anchor.
+        dollar = dialect != "rust" and draw(st.integers(0, 4)) == 0
+        texts.append(b.text + ("$" if dollar else ""))
+    flags = ""
+    if dialect != "xgrammar":
+        flags = draw(st.sampled_from(["", "", "", "(?i)", "(?s)", "(?is)"]))
     return flags + "|".join(texts), alternation(branches)
 
 

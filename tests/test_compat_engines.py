@@ -296,6 +296,31 @@ def test_vllm_request_types(xgr_compiler: xgr.GrammarCompiler, vllm_backend: Gui
     padded.compile_grammar("REGEX", "ab").fill_bitmask(padded.allocate_token_bitmask(1), 0)
 
 
+def test_regex_requests_read_their_default_backends_dialect(vllm_backend: GuidedBackend) -> None:
+    tok = gpt2_hf_tokenizer()
+
+    def accepts(grammar: Any, text: str) -> bool:
+        ids = [*tok.encode(text), GPT2_EOS]
+        return bool(grammar.accept_tokens("r", ids))
+
+    # xgrammar's reading: `.` matches a newline, `\z` is the letter
+    assert accepts(vllm_backend.compile_grammar("REGEX", "a.b"), "a\nb")
+    assert accepts(vllm_backend.compile_grammar("REGEX", "a\\z"), "az")
+    # xgrammar refuses `(?i)` and `\p{..}`; vLLM's `auto` falls back to llguidance's Rust reading
+    assert accepts(vllm_backend.compile_grammar("REGEX", "(?i)straße"), "STRASSE") is False
+    assert accepts(vllm_backend.compile_grammar("REGEX", "(?i)k\\d"), "\u212a\u0663")
+    with pytest.raises(guided.RegexSyntaxError, match="lookahead"):
+        vllm_backend.compile_grammar("REGEX", "a(?=b)")
+    # SGLang's default backend is xgrammar alone
+    sglang = GuidedGrammarBackend(tok)
+    grammar = sglang.dispatch_regex("a.b")
+    for token in [*tok.encode("a\nb"), GPT2_EOS]:
+        grammar.accept_token(token)
+    assert grammar.guide.is_terminated()
+    with pytest.raises(guided.RegexSyntaxError):
+        sglang.dispatch_regex("(?i)ab")
+
+
 def argmax_after_mask(grammar: Any, logits: torch.Tensor, mask: torch.Tensor) -> int:
     moved = grammar.move_vocab_mask(mask, logits.device)
     grammar.apply_vocab_mask(logits, moved)

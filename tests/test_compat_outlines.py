@@ -28,13 +28,17 @@ import torch
 from compat_support import (
     GPT2_EOS,
     allowed_ids,
+    gpt2_hf_tokenizer,
     gpt2_token_bytes,
     gpt2_token_map,
     gpt2_tokenizer_json,
 )
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import guided
 import guided.compat.outlines_core as shim
+from regex_strategies import patterns
 
 # Regexes on which outlines-core's masks are exact (no token's last byte can turn a complete
 # match into an incomplete one).
@@ -331,3 +335,54 @@ def test_build_regex_from_schema_constrains_to_the_schema(vocabs: Vocabs) -> Non
     _, sv = vocabs
     g = shim.Guide(shim.Index(pattern, sv))
     assert g.get_tokens()
+
+
+def _passes_a_match(dfa: guided.DFA, data: bytes) -> bool:
+    """Whether a proper prefix of ``data`` (the text so far and a token's bytes, or the text so
+    far for EOS) is a complete match: the only tokens on which outlines-core's masks can depart
+    from the language (a late match, or a leftmost-first automaton dropping the lower-priority
+    branches once an earlier one matched, an empty match at the start included)."""
+    state = dfa.start
+    for byte in data[:-1]:
+        if dfa.is_accepting(state):
+            return True
+        state = dfa.next_state(state, byte)
+    return bool(data) and dfa.is_accepting(state)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_rust_dialect_masks_equal_outlines_core(data: st.DataObject, vocabs: Vocabs) -> None:
+    """Patterns in the Rust `regex` dialect, compiled by both; along a text, masks are equal but
+    for tokens whose text passes through a complete match, which outlines-core may refuse."""
+    pattern, node = data.draw(patterns("rust"), label="pattern")
+    rv, sv = vocabs
+    try:
+        ri = real.Index(pattern, rv)
+    except ValueError as e:
+        # outlines-core also refuses patterns its automaton cannot be built for, and those no
+        # token can start; a syntax error is refused by both, which read with regex-syntax
+        event("refused by outlines-core")
+        if "error building NFA" in str(e):
+            with pytest.raises(guided.RegexSyntaxError):
+                shim.Index(pattern, sv)
+        return
+    si = shim.Index(pattern, sv)
+    dfa = guided.DFA(pattern, dialect="rust")
+    rg, sg = real.Guide(ri), shim.Guide(si)
+    words = (len(rv) + 31) // 32
+    token_bytes = gpt2_token_bytes()
+    done = b""
+    for token in [*gpt2_hf_tokenizer().encode(node.gen(data.draw)), None]:
+        r_ids = allowed_ids(mask_of(rg, words), len(rv))
+        s_ids = allowed_ids(mask_of(sg, words), len(rv))
+        assert r_ids <= s_ids, (pattern, done)
+        for t in s_ids - r_ids:
+            after = done if t == GPT2_EOS else done + token_bytes[t]
+            assert _passes_a_match(dfa, after), (pattern, done, t)
+        event("masks equal" if r_ids == s_ids else "outlines-core refused tokens past a match")
+        if token is None or token not in r_ids:
+            break
+        rg.advance(token, return_tokens=False)
+        sg.advance(token, return_tokens=False)
+        done += token_bytes[token]

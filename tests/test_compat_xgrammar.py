@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import re
 import warnings
 from collections import Counter
 
@@ -32,12 +33,13 @@ from compat_support import (
     gpt2_token_bytes,
     unpack,
 )
-from hypothesis import given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 import guided
 import guided.compat.xgrammar as shim
 from guided.compat._support import complete_utf8, json_value_regex
+from regex_strategies import patterns
 
 V = GPT2_VOCAB_SIZE
 REGEXES = [
@@ -475,3 +477,150 @@ def test_complete_utf8_keeps_whole_characters(text: str, start: int, stop: int) 
         except UnicodeDecodeError:
             pass
     assert got == best
+
+
+# Where xgrammar's reading of a pattern leaves the pattern's own language, the shim keeps the
+# language. Each case: the pattern, the same language in Python's `re` (the oracle for the shim),
+# a text, whether xgrammar accepts it, and what xgrammar does. The test checks both halves, so the
+# list stays true when xgrammar changes.
+XGRAMMAR_DEPARTURES = [
+    ("a^b", "a^b", "ab", True, "drops a `^` in mid-pattern"),
+    ("a$b", "a$b", "ab", True, "drops a `$` in mid-pattern"),
+    (r"[\^]", r"\^", "x", True, "reads `[\\^]` as `[^]`, any character"),
+    (r"[\w-z]", r"[\w\-z]", "`", True, "pastes `\\w` in as text, so `_-z` becomes a range"),
+    (r"\ud83d\ude00", "\U0001f600", "\U0001f600", False, "splits a surrogate pair"),
+    (r"\x41a", "Aa", "Aa", False, "reads every hex digit after `\\x` or `\\u`: U+041A"),
+    (r"[\u00e9a]", "[éa]", "a", False, "reads every hex digit after `\\u`, in a class too"),
+    (".+", "(?s:.+)", "", True, "accepts too short a text after a broad class repeated at the end"),
+    ("x[^a]{2,}", "x[^a]{2,}", "xb", True, "the same, for `[^a]{2,}`"),
+    (".*.", "(?s:.*.)", "", True, "the same, for `.*.`"),
+]
+# Inputs that meet a listed departure; the differential test below steers around them.
+_DEPARTS = re.compile(r"\[\\\^|\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4})[0-9a-fA-F]")
+# ECMA-262's white space, which xgrammar's `\s` is, as ranges for Python's `re`, and its complement.
+_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A)]
+_SPACE += [(0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000), (0xFEFF, 0xFEFF)]
+_NOT_SPACE = [(b[1] + 1, a[0] - 1) for a, b in zip(_SPACE[1:], _SPACE)]
+_NOT_SPACE = [(0, 0x08), *_NOT_SPACE, (0xFF00, 0x10FFFF)]
+
+
+def _ranges(pairs: list[tuple[int, int]]) -> str:
+    return "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in pairs)
+
+
+def python_oracle(pattern: str) -> re.Pattern[str]:
+    """An xgrammar-dialect pattern from the generator, as Python's `re` reads the same language:
+    `.` matches newlines, `\\s` is ECMA-262's white space, a named group is a group."""
+
+    def escape(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c in "sS":
+            inner = _ranges(_SPACE if c == "s" else _NOT_SPACE)
+            # inside a class the ranges join the class; outside they make their own
+            inside = m.string.rfind("[", 0, m.start()) > m.string.rfind("]", 0, m.start())
+            return inner if inside else f"[{inner}]"
+        return m.group(0)
+
+    text = re.sub(r"\\(.)", escape, pattern).replace("(?<g>", "(?:")
+    return re.compile(text, re.S | re.A)
+
+
+def _walk(dfa: guided.DFA, data: bytes) -> int:
+    state = dfa.start
+    for byte in data:
+        state = dfa.next_state(state, byte)
+    return state
+
+
+def _text(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:  # a character split between tokens
+        return None
+
+
+def _accepts(compiled: real.CompiledGrammar | shim.CompiledGrammar, text: str) -> bool:
+    matcher = (real if isinstance(compiled, real.CompiledGrammar) else shim).GrammarMatcher(
+        compiled
+    )
+    return (not text or matcher.accept_string(text)) and matcher.accept_token(GPT2_EOS)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "python", "text", "xgrammar_accepts", "why"), XGRAMMAR_DEPARTURES
+)
+def test_listed_departures_from_xgrammar(
+    pattern: str, python: str, text: str, xgrammar_accepts: bool, why: str, compilers: Compilers
+) -> None:
+    assert _accepts(compilers[0].compile_regex(pattern), text) is xgrammar_accepts, why
+    in_language = re.fullmatch(python, text) is not None
+    assert in_language is not xgrammar_accepts
+    assert _accepts(compilers[1].compile_regex(pattern), text) is in_language
+
+
+def test_xgrammar_lets_tokens_into_dead_ends(compilers: Compilers) -> None:
+    # Also listed: xgrammar allows `a` where nothing can follow it; the shim allows nothing.
+    a = gpt2_hf_tokenizer().encode("a")[0]
+    masks = []
+    for mod, compiler in zip((real, shim), compilers):
+        bitmask = mod.allocate_token_bitmask(1, V)
+        mod.GrammarMatcher(compiler.compile_regex(r"a[^\d\D]")).fill_next_token_bitmask(bitmask)
+        masks.append(allowed_ids(bitmask[0].numpy(), V))
+    assert a in masks[0]
+    assert masks[1] == set()
+
+
+def test_code_points_past_unicode_are_refused() -> None:
+    # xgrammar compiles `\u{110000}` into a grammar that matches nothing; the shim refuses it.
+    with pytest.raises(guided.RegexSyntaxError):
+        shim.GrammarCompiler(shim.TokenizerInfo(["a"])).compile_regex(r"x\u{110000}")
+
+
+@settings(max_examples=120)
+@given(data=st.data())
+def test_xgrammar_dialect_masks_equal_xgrammar(
+    data: st.DataObject, compilers: Compilers, infos: Infos
+) -> None:
+    """Patterns in xgrammar's dialect, compiled by both; masks equal at every step of a text."""
+    pattern, node = data.draw(patterns("xgrammar"), label="pattern")
+    assume(not _DEPARTS.search(pattern))
+    refused = []
+    compiled = []
+    for compiler in compilers:
+        try:
+            compiled.append(compiler.compile_regex(pattern))
+        except RuntimeError:
+            refused.append(compiler)
+    assert not refused or len(refused) == 2, (pattern, refused)
+    event("refused by both" if refused else "compiled by both")
+    if refused:
+        return
+    rm, sm = real.GrammarMatcher(compiled[0]), shim.GrammarMatcher(compiled[1])
+    rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
+    text = node.gen(data.draw)
+    tokens = gpt2_hf_tokenizer().encode(text)
+    oracle = python_oracle(pattern)
+    automaton = guided.DFA(pattern, dialect="xgrammar")
+    done = b""
+    for step, token in enumerate([*tokens, None]):
+        rm.fill_next_token_bitmask(rb)
+        sm.fill_next_token_bitmask(sb)
+        ours = allowed_ids(sb[0].numpy(), V)
+        so_far = _text(done)
+        complete = so_far is not None and oracle.fullmatch(so_far) is not None
+        assert (GPT2_EOS in ours) is complete, (pattern, done, step)
+        theirs = allowed_ids(rb[0].numpy(), V)
+        assert ours <= theirs, (pattern, done, step)
+        for extra in theirs - ours:
+            # the listed departures: xgrammar ends a text that is not yet a match, or lets it
+            # into a dead end (`a[^\\d\\D]` allows `a`)
+            if extra == GPT2_EOS:
+                assert not complete, (pattern, done, step)
+            else:
+                # `regex`'s partial match cannot tell a dead end (it stops at the text's end),
+                # so the automaton of the pattern does
+                assert _walk(automaton, done + gpt2_token_bytes()[extra]) == 0, (pattern, extra)
+        if token is None or token not in ours:
+            break
+        assert rm.accept_token(token) and sm.accept_token(token)
+        done += gpt2_token_bytes()[token]

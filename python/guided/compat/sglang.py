@@ -20,6 +20,8 @@ Semantics worth knowing:
 - The ``dispatch_*`` methods raise :class:`guided.GuidedError` for an invalid or unsupported
   constraint, where SGLang's backends log it and return an invalid-grammar marker: the caller
   decides. ``"$$ANY$$"`` as a JSON key means any JSON object or array (bounded nesting).
+- Regexes are read in xgrammar's dialect (SGLang's default grammar backend): ``.`` matches
+  newlines, ``\\d \\w`` are ASCII; see :mod:`guided.compat.xgrammar`.
 """
 
 from __future__ import annotations
@@ -176,7 +178,7 @@ class GuidedGrammarBackend:
 
     def dispatch_regex(self, key_string: str) -> GuidedGrammarObject:
         """A grammar for a regex."""
-        return self._grammar(self.cache.regex(key_string))
+        return self._grammar(self.cache.regex(key_string, dialect="xgrammar"))
 
     def dispatch_ebnf(self, key_string: str) -> GuidedGrammarObject:
         """EBNF describes context-free grammars, which guided does not compile."""

@@ -26,6 +26,9 @@ Semantics, where vLLM's own backends disagree with each other:
   ``json_depth`` deep: see :func:`guided.compat._support.json_value_regex`), ``REGEX`` and
   ``CHOICE`` (a JSON or Python list of strings). ``GRAMMAR`` (EBNF / Lark) and ``STRUCTURAL_TAG``
   are context-free and raise :class:`guided.GuidedError`.
+- Regexes are read as vLLM's default (``auto``) backend choice reads them: in xgrammar's dialect,
+  and a pattern xgrammar refuses (``(?i)``, ``\\p{L}``, ``{,3}``) in the Rust ``regex`` dialect that
+  llguidance, vLLM's fallback, reads.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from guided._errors import GuidedError
+from guided._errors import GuidedError, RegexSyntaxError
 from guided._lib import Guide, TokenIndex
 from guided.cache import IndexCache
 from guided.compat._support import (
@@ -49,6 +52,18 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["GuidedBackend", "GuidedGrammar"]
+
+
+def regex_index(cache: IndexCache, pattern: str) -> TokenIndex:
+    """The index of a ``REGEX`` request: xgrammar's reading of ``pattern``, or llguidance's (the
+    Rust ``regex`` dialect) where xgrammar refuses it, as vLLM's ``auto`` backend falls back."""
+    try:
+        return cache.regex(pattern, dialect="xgrammar")
+    except RegexSyntaxError as xgrammar_refusal:
+        try:
+            return cache.regex(pattern, dialect="rust")
+        except RegexSyntaxError:
+            raise xgrammar_refusal from None
 
 
 class GuidedGrammar:
@@ -153,7 +168,7 @@ class GuidedBackend:
         if kind == "REGEX":
             if not isinstance(grammar_spec, str):
                 raise GuidedError("a REGEX request carries its pattern as text")
-            return self.cache.regex(grammar_spec)
+            return regex_index(self.cache, grammar_spec)
         if kind == "CHOICE":
             return self.cache.regex(choice_regex(parse_choices(grammar_spec)))
         raise GuidedError(

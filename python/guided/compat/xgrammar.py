@@ -17,8 +17,12 @@ and the attributes (position, keyword, ...) survive.
 
 Where the semantics differ, on purpose:
 
-- Grammars are regular. ``compile_regex`` and ``compile_json_schema`` are exact (guided's regex
-  dialect: Python ``re`` full match; JSON Schema through guided's compiler). EBNF, Lark and
+- Grammars are regular. ``compile_regex`` and ``compile_json_schema`` are exact: regexes are read
+  in xgrammar's own dialect (``dialect="xgrammar"``: ``.`` matches newlines, ``\\d \\w`` are ASCII,
+  ``\\s`` is ECMA-262's white space, an escaped letter without a meaning is the letter), and
+  schemas go through guided's compiler. Where xgrammar leaves a pattern's own language (it drops a
+  mid-pattern ``^`` or ``$``, reads ``[\\^]`` as any character, splits ``\\ud83d\\ude00`` into
+  two surrogates), the shim keeps the language; README.md lists these cases. EBNF, Lark and
   structural tags describe context-free languages and raise. ``compile_builtin_json_grammar`` (any
   JSON object or array) is written out to a bounded nesting depth (``max_depth``, default 5): deeper
   documents are refused, never accepted wrongly.
@@ -602,8 +606,8 @@ class GrammarCompiler:
         return CompiledGrammar(recipe, index, self._info)
 
     def compile_regex(self, regex: str) -> CompiledGrammar:
-        """The grammar of ``regex`` (guided's dialect, full match)."""
-        return self._compile(IndexRecipe.regex(regex))
+        """The grammar of ``regex`` (xgrammar's dialect, full match)."""
+        return self._compile(IndexRecipe.regex(regex, dialect="xgrammar"))
 
     def compile_json_schema(
         self,

@@ -16,9 +16,11 @@ exceptions: they describe the whole index, so they explore it, once, on first ca
 
 Where the semantics differ, on purpose:
 
-- Regex dialect: guided's (Python ``re`` full-match, see DESIGN.md). ``\\d``, ``\\w``, ``\\s`` are
-  ASCII here; outlines-core (Rust ``regex``) makes them Unicode-aware. Patterns from
-  ``json_schema.build_regex_from_schema`` spell their classes out and are unaffected.
+- Regex dialect: outlines-core's. Patterns are read by ``regex-syntax``, the parser under
+  outlines-core's ``regex-automata`` (``dialect="rust"``): ``\\d``, ``\\w``, ``\\s`` and ``(?i)``
+  are Unicode-aware, classes nest, ``{,3}`` is an error. guided's own boolean groups (``(?&...)``,
+  ``(?~...)``), which only ``json_schema.build_regex_from_schema`` writes, are read in guided's
+  dialect. Where outlines-core's masks leave the pattern's language, README.md lists it.
 - Masks are exact. outlines-core refuses a token whose last byte turns a complete match into an
   incomplete one (``.`` after ``1`` in ``[0-9]+(\\.[0-9]+)?``, ``abc`` at the start of
   ``(ab|cd)+``), because its automaton reports a match one byte late; a longer token over the same
@@ -52,7 +54,7 @@ from typing import Any, Union
 import numpy as np
 import numpy.typing as npt
 
-from guided._errors import GuidedError, InvalidTokenError
+from guided._errors import GuidedError, InvalidTokenError, RegexSyntaxError
 from guided._lib import Guide as _Guide
 from guided._lib import TokenIndex
 from guided._lib import Vocabulary as _Vocabulary
@@ -184,6 +186,16 @@ class Vocabulary:
         return f"Vocabulary(eos_token_id={self._eos}, tokens={len(self._map)})"
 
 
+def _compile(regex: str, vocabulary: _Vocabulary) -> TokenIndex:
+    """``regex`` as outlines-core reads it; guided's printed boolean groups in guided's dialect."""
+    try:
+        return TokenIndex.from_regex(regex, vocabulary, dialect="rust")
+    except RegexSyntaxError:
+        if "(?&" not in regex and "(?~" not in regex:
+            raise
+    return TokenIndex.from_regex(regex, vocabulary)
+
+
 class Index:
     """outlines-core's index: the allowed tokens and transitions of ``regex`` over ``vocabulary``.
 
@@ -195,7 +207,7 @@ class Index:
             raise TypeError(f"expected a Vocabulary, got {type(vocabulary).__name__}")
         self._regex = regex
         self._vocabulary = vocabulary
-        self._index = TokenIndex.from_regex(regex, vocabulary._guided())
+        self._index = _compile(regex, vocabulary._guided())
         self._eos = vocabulary.get_eos_token_id()
         self._explored: tuple[dict[int, dict[int, int]], set[int]] | None = None
         self._explore_lock = threading.Lock()
