@@ -80,3 +80,21 @@ def _hf_tokenizer(path: str) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     return PreTrainedTokenizerFast(tokenizer_file=path)
+
+
+@cache
+def regex_corpus() -> list[tuple[str, str]]:
+    """(pattern, text) pairs from rust-lang/regex's TOML suite in ``../shared/corpus/regex``:
+    single patterns over UTF-8 text, in the suite's order, each pair once."""
+    import tomllib
+
+    root = shared_path("corpus", "regex")
+    pairs: dict[tuple[str, str], None] = {}
+    for path in sorted(root.glob("*.toml")) + sorted(root.glob("fowler/*.toml")):
+        for case in tomllib.loads(path.read_text())["test"]:
+            if isinstance(case["regex"], list) or case.get("unescape"):
+                continue
+            if case.get("unicode") is False or case.get("utf8") is False or "bounds" in case:
+                continue
+            pairs[(case["regex"], case["haystack"])] = None
+    return list(pairs)
