@@ -188,6 +188,21 @@ def test_compile_warm_and_out(tmp_path: Path) -> None:
     assert guide.is_accepting()
 
 
+def test_compile_a_grammar(tmp_path: Path) -> None:
+    path = str(shared_path("vocab", "gpt2_tokenizer.json"))
+    grammar = tmp_path / "list.gbnf"
+    grammar.write_text('list ::= "[" (item ("," item)*)? "]"\nitem ::= [0-9]+ | list\n')
+    result = guided_cli("compile", "--grammar", str(grammar), "--root", "list", "--tokenizer", path)
+    assert result.returncode == EXIT_OK, result.stderr
+    (record,) = records(result.stdout)
+    assert record["kind"] == "grammar" and record["source"] == str(grammar)
+    # the first token opens the list: `[` and the tokens that start with it
+    assert 0 < record["allowed_at_start"] < 100
+    grammar.write_text("list ::= item\n")
+    result = guided_cli("compile", "--grammar", str(grammar), "--root", "list", "--tokenizer", path)
+    assert result.returncode == EXIT_CONSTRAINT and "undefined rule `item`" in result.stderr
+
+
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from guided import _lib
 from guided._errors import (
+    GrammarSyntaxError,
     GuidedError,
     InvalidTokenError,
     RegexSyntaxError,
@@ -49,6 +50,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DFA",
+    "GrammarSyntaxError",
     "Guide",
     "GuidedError",
     "IndexCache",

@@ -9,6 +9,7 @@ limit that was crossed) as attributes, not just inside the message.
 from __future__ import annotations
 
 __all__ = [
+    "GrammarSyntaxError",
     "GuidedError",
     "InvalidTokenError",
     "RegexSyntaxError",
@@ -30,6 +31,17 @@ class RegexSyntaxError(GuidedError):
         self.pattern = pattern
         #: Offset of the offending construct, in code points.
         self.position = position
+
+
+class GrammarSyntaxError(GuidedError):
+    """Grammar text is malformed, or its rules cannot be compiled (an undefined rule, left
+    recursion that cannot be rewritten, a root that derives no text)."""
+
+    def __init__(self, message: str, *, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        #: 1-based line and column (in code points) of the offending construct.
+        self.line = line
+        self.column = column
 
 
 class UnsupportedSchemaError(GuidedError):

@@ -100,6 +100,16 @@ class TokenIndex:
 
     def __init__(self, dfa: DFA, vocab: Vocabulary) -> None: ...
     @staticmethod
+    def from_grammar(
+        text: str,
+        vocab: Vocabulary,
+        *,
+        syntax: Literal["gbnf", "ebnf"] = "gbnf",
+        root: str = "root",
+        max_stack: int = 256,
+        max_states: int = 200000,
+    ) -> TokenIndex: ...
+    @staticmethod
     def from_regex(
         pattern: str,
         vocab: Vocabulary,

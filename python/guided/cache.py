@@ -126,8 +126,9 @@ def _check_option(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class IndexRecipe:
-    """What determines an index, apart from the vocabulary: ``kind`` ("regex" or "json_schema"),
-    ``source`` (the pattern, or the schema's canonical JSON text) and the compile options."""
+    """What determines an index, apart from the vocabulary: ``kind`` ("regex", "json_schema" or
+    "grammar"), ``source`` (the pattern, the schema's canonical JSON text, or the grammar text)
+    and the compile options."""
 
     kind: str
     source: str
@@ -157,6 +158,13 @@ class IndexRecipe:
         except (TypeError, ValueError) as e:
             raise GuidedError(f"the schema cannot be written as JSON: {e}") from None
         return IndexRecipe("json_schema", text, _options(options))
+
+    @staticmethod
+    def grammar(text: str, **options: Any) -> IndexRecipe:
+        """The recipe of ``TokenIndex.from_grammar(text, vocab, **options)``."""
+        if not isinstance(text, str):
+            raise GuidedError(f"a grammar must be a str, got {type(text).__name__}")
+        return IndexRecipe("grammar", text, _options(options))
 
     def to_json(self, fingerprint: str) -> str:
         """The recipe and the vocabulary fingerprint as canonical JSON (the hashed key)."""
@@ -196,7 +204,7 @@ class IndexRecipe:
         """Builds the index over ``vocab``."""
         if self.kind == "json_schema" and not hasattr(TokenIndex, "from_json_schema"):
             raise GuidedError("this build of guided has no JSON Schema compiler")
-        if self.kind not in ("regex", "json_schema"):
+        if self.kind not in ("regex", "json_schema", "grammar"):
             raise GuidedError(f"unknown index recipe kind {self.kind!r}")
         return restore_index(self.kind, self.source, vocab, dict(self.options))
 
@@ -465,6 +473,10 @@ class IndexCache:
     def json_schema(self, schema: Mapping[str, Any] | str | bool, **options: Any) -> TokenIndex:
         """The shared index of ``schema`` (options as for ``TokenIndex.from_json_schema``)."""
         return self.get(IndexRecipe.json_schema(schema, **options))
+
+    def grammar(self, text: str, **options: Any) -> TokenIndex:
+        """The shared index of a grammar (options as for ``TokenIndex.from_grammar``)."""
+        return self.get(IndexRecipe.grammar(text, **options))
 
     def get(self, recipe: IndexRecipe) -> TokenIndex:
         """The shared index of ``recipe``, compiled by the first caller and awaited by the rest."""

@@ -4,9 +4,9 @@ Three commands, each printing JSON lines on stdout (one object per line: readabl
 to ``jq`` or a notebook) and messages on stderr:
 
 - ``guided demo``: the offline demo of :mod:`guided._demo` (what ``make demo`` runs);
-- ``guided compile``: compile a regex or a JSON Schema against a tokenizer's vocabulary, print the
-  figures, optionally precompute every reachable state's mask (``--warm``, with a progress bar on a
-  terminal) and write the index to a file (``--out``);
+- ``guided compile``: compile a regex, a JSON Schema or a grammar against a tokenizer's
+  vocabulary, print the figures, optionally precompute every reachable state's mask (``--warm``,
+  with a progress bar on a terminal) and write the index to a file (``--out``);
 - ``guided check``: would the constraint of a schema have let a model write this instance? The
   instance is serialized the way the compiler lays documents out (members in declared order, see
   :mod:`guided._canonical`) and walked byte by byte through the constraint; the reply says where it
@@ -15,8 +15,8 @@ to ``jq`` or a notebook) and messages on stderr:
 The exit status says what happened, so scripts can branch on it without parsing messages:
 :data:`EXIT_OK` (0), :data:`EXIT_NO_MATCH` (1: the text is outside the constraint),
 :data:`EXIT_USAGE` (2: bad arguments or an unreadable input file, argparse's own code),
-:data:`EXIT_CONSTRAINT` (3: a regex or schema that cannot be compiled, including one over a size
-limit) and :data:`EXIT_VOCABULARY` (4: an unreadable or inconsistent tokenizer file).
+:data:`EXIT_CONSTRAINT` (3: a regex, schema or grammar that cannot be compiled, including one over a
+size limit) and :data:`EXIT_VOCABULARY` (4: an unreadable or inconsistent tokenizer file).
 
 ``--out`` writes a pickle of the :class:`guided.TokenIndex`. An index pickles as its *recipe* (the
 pattern or the schema text with its options, and the vocabulary's token bytes), not as its
@@ -40,6 +40,7 @@ from typing import Any
 import guided
 from guided import DFA, Guide, TokenIndex, Vocabulary
 from guided._errors import (
+    GrammarSyntaxError,
     GuidedError,
     RegexSyntaxError,
     SizeLimitError,
@@ -178,6 +179,8 @@ def _reachable_states(index: TokenIndex) -> Iterator[int]:
 def run_compile(args: argparse.Namespace) -> int:
     if args.schema is not None:
         schema = _read_schema(args.schema)
+    if args.grammar is not None:
+        grammar = _read_text(args.grammar, "grammar")
     vocab, vocab_source = _load_vocabulary(args)
     record: dict[str, Any] = {
         "vocabulary": vocab_source,
@@ -191,6 +194,10 @@ def run_compile(args: argparse.Namespace) -> int:
         # shared language, and can be refused where the index builds.
         index = TokenIndex.from_json_schema(schema, vocab, **_schema_options(args))
         record.update(kind="json_schema", source=args.schema)
+    elif args.grammar is not None:
+        options = {"root": args.root, **_state_limit(args)}
+        index = TokenIndex.from_grammar(grammar, vocab, **options)
+        record.update(kind="grammar", source=args.grammar)
     else:
         index = TokenIndex.from_regex(args.regex, vocab, **_state_limit(args))
         record.update(kind="regex", source=args.regex, regex_length=len(args.regex))
@@ -360,11 +367,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=run_demo)
 
     compile_ = sub.add_parser(
-        "compile", help="compile a regex or JSON Schema against a vocabulary, print figures"
+        "compile",
+        help="compile a regex, JSON Schema or grammar against a vocabulary, print figures",
     )
     constraint = compile_.add_mutually_exclusive_group(required=True)
     constraint.add_argument("--regex", metavar="R", help="a full-match regex")
     constraint.add_argument("--schema", metavar="FILE", help="a JSON Schema file")
+    constraint.add_argument("--grammar", metavar="FILE", help="a GBNF / EBNF grammar file")
+    compile_.add_argument("--root", default="root", help="the grammar's start rule (root)")
     _add_vocabulary_options(compile_, required=True)
     compile_.add_argument(
         "--eos",
@@ -430,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
     except CommandError as e:
         return _fail(str(e), e.code)
-    except (RegexSyntaxError, UnsupportedSchemaError, SizeLimitError) as e:
+    except (RegexSyntaxError, GrammarSyntaxError, UnsupportedSchemaError, SizeLimitError) as e:
         return _fail(str(e), EXIT_CONSTRAINT)
     except VocabularyError as e:
         return _fail(str(e), EXIT_VOCABULARY)

@@ -22,6 +22,17 @@ pub enum Error {
         /// What is wrong, naming the construct.
         message: String,
     },
+    /// Grammar text that is malformed, or rules that cannot be compiled (an undefined rule, left
+    /// recursion that cannot be rewritten, a root that derives no text).
+    #[error("grammar error at line {line}, column {column}: {message}")]
+    GrammarSyntax {
+        /// 1-based line of the offending construct.
+        line: u32,
+        /// 1-based column, in code points.
+        column: u32,
+        /// What is wrong, naming the construct or rule.
+        message: String,
+    },
     /// A JSON Schema keyword (or value) that cannot be enforced exactly.
     #[error("unsupported schema at {pointer:?}: {message}")]
     UnsupportedSchema {

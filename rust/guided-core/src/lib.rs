@@ -17,6 +17,7 @@
 pub mod bitmask;
 pub mod dfa;
 pub mod error;
+pub mod grammar;
 pub mod guide;
 pub mod index;
 pub mod json_schema;

@@ -31,6 +31,13 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
                     ("position", position.into_pyobject(py)?.into_any().unbind()),
                 ],
             ),
+            Error::GrammarSyntax { line, column, .. } => (
+                "GrammarSyntaxError",
+                vec![
+                    ("line", line.into_pyobject(py)?.into_any().unbind()),
+                    ("column", column.into_pyobject(py)?.into_any().unbind()),
+                ],
+            ),
             Error::UnsupportedSchema {
                 keyword, pointer, ..
             } => (

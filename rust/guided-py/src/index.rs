@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use guided_core::bitmask::{words_for, Mask};
+use guided_core::dfa::determinize::DEFAULT_MAX_CALL_DEPTH;
+use guided_core::grammar::{self, Syntax};
 use guided_core::guide::Guide;
 use guided_core::index::{IndexConfig, TokenIndex, TERMINAL};
 use guided_core::regex::Dialect;
@@ -67,8 +69,10 @@ enum Source {
         dialect: Dialect,
         max_states: usize,
     },
-    Schema {
-        schema: String,
+    /// A JSON Schema or a grammar: its text and the keyword arguments it was compiled with.
+    Text {
+        kind: &'static str,
+        text: String,
         options: Py<PyDict>,
     },
 }
@@ -215,8 +219,9 @@ impl PyTokenIndex {
         let index = Self::build(
             py,
             vocab,
-            Source::Schema {
-                schema: text,
+            Source::Text {
+                kind: "json_schema",
+                text,
                 options: recipe.unbind(),
             },
             move |v, tries| {
@@ -232,6 +237,47 @@ impl PyTokenIndex {
             facade.getattr("warn_ignored")?.call1((ignored,))?;
         }
         Ok(index)
+    }
+
+    /// An index over the texts a context-free grammar derives from rule `root` (`syntax`:
+    /// "gbnf", or "ebnf", xgrammar's name for the same syntax). Regular rules become automata,
+    /// recursive rules calls; at most `max_stack` calls are open at once.
+    #[staticmethod]
+    #[pyo3(signature = (text, vocab, *, syntax = "gbnf", root = String::from("root"), max_stack = DEFAULT_MAX_CALL_DEPTH, max_states = SCHEMA_MAX_STATES))]
+    fn from_grammar(
+        py: Python<'_>,
+        text: String,
+        vocab: &Bound<'_, PyVocabulary>,
+        syntax: &str,
+        root: String,
+        max_stack: u32,
+        max_states: usize,
+    ) -> PyResult<Self> {
+        let Some(parsed_syntax) = Syntax::from_name(syntax) else {
+            return Err(guided_error(
+                py,
+                format!("unknown grammar syntax {syntax:?}: expected \"gbnf\" or \"ebnf\""),
+            ));
+        };
+        let recipe = PyDict::new(py);
+        recipe.set_item("syntax", parsed_syntax.name())?;
+        recipe.set_item("root", root.clone())?;
+        recipe.set_item("max_stack", max_stack)?;
+        recipe.set_item("max_states", max_states)?;
+        let config = IndexConfig {
+            max_states,
+            nfa_states: SCHEMA_NFA_STATES,
+            max_call_depth: max_stack,
+        };
+        let source = Source::Text {
+            kind: "grammar",
+            text: text.clone(),
+            options: recipe.unbind(),
+        };
+        Self::build(py, vocab, source, move |v, tries| {
+            let hir = grammar::compile(&text, parsed_syntax, &root)?;
+            TokenIndex::from_hir(&hir, v, tries, &config)
+        })
     }
 
     /// The start state.
@@ -341,9 +387,13 @@ impl PyTokenIndex {
                 }
                 d.unbind()
             }),
-            Source::Schema { schema, options } => (
-                "json_schema",
-                schema.clone(),
+            Source::Text {
+                kind,
+                text,
+                options,
+            } => (
+                *kind,
+                text.clone(),
                 self.vocab.clone_ref(py),
                 options.clone_ref(py),
             ),
@@ -357,7 +407,7 @@ impl PyTokenIndex {
     fn __repr__(&self) -> String {
         let what = match &self.source {
             Source::Regex { pattern, .. } => format!("regex={pattern:?}"),
-            Source::Schema { .. } => "json_schema".to_string(),
+            Source::Text { kind, .. } => kind.to_string(),
         };
         format!(
             "TokenIndex({what}, vocab_size={}, states={}, masks={})",
