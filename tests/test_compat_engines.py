@@ -289,9 +289,13 @@ def test_vllm_request_types(xgr_compiler: xgr.GrammarCompiler, vllm_backend: Gui
     obj = vllm_backend.compile_grammar(Options(), "")
     assert obj.accept_tokens("r", [*tok.encode('{"a": [1, {"b": null}]}'), GPT2_EOS])
     assert not vllm_backend.compile_grammar(Options(), "").accept_tokens("r", tok.encode("[1]"))
-    for kind in ("GRAMMAR", "STRUCTURAL_TAG", "nonsense"):
+    for kind in ("STRUCTURAL_TAG", "nonsense"):
         with pytest.raises(guided.GuidedError):
             vllm_backend.compile_grammar(kind, 'root ::= "a"')
+    nested = vllm_backend.compile_grammar("GRAMMAR", 'root ::= "a" | "(" root ")"')
+    assert nested.accept_tokens("r", [*tok.encode("((a))"), GPT2_EOS])
+    with pytest.raises(guided.GrammarSyntaxError):
+        vllm_backend.compile_grammar("GRAMMAR", "root ::= undefined")
     assert vllm_backend.compile_index("REGEX", "ab") is vllm_backend.compile_index("regex", "ab")
     padded = GuidedBackend(gpt2_hf_tokenizer(), 50304)
     assert padded.allocate_token_bitmask(2).shape == (2, 50304 // 32)
@@ -399,7 +403,12 @@ def test_sglang_object_semantics() -> None:
         anything.accept_token(token)
     anything.accept_token(GPT2_EOS)
     assert anything.is_terminated()
-    for method in (backend.dispatch_ebnf, backend.dispatch_structural_tag):
-        with pytest.raises(guided.GuidedError):
-            method("root ::= 'a'")
+    with pytest.raises(guided.GuidedError):
+        backend.dispatch_structural_tag('{"type": "structural_tag"}')
+    with pytest.raises(guided.GrammarSyntaxError):
+        backend.dispatch_ebnf("root ::= 'a'")  # single quotes are not GBNF
+    ebnf = backend.dispatch_ebnf('root ::= "<" root ">" | "x"')
+    for token in [*tok.encode("<<x>>"), GPT2_EOS]:
+        ebnf.accept_token(token)
+    assert ebnf.is_terminated()
     assert isinstance(grammar, GuidedGrammarObject)

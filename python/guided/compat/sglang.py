@@ -181,8 +181,9 @@ class GuidedGrammarBackend:
         return self._grammar(self.cache.regex(key_string, dialect="xgrammar"))
 
     def dispatch_ebnf(self, key_string: str) -> GuidedGrammarObject:
-        """EBNF describes context-free grammars, which guided does not compile."""
-        raise GuidedError("EBNF grammars are not supported: guided compiles regular languages")
+        """A grammar for EBNF (GBNF) text, root rule ``root``, as SGLang's xgrammar backend reads
+        it."""
+        return self._grammar(self.cache.grammar(key_string, syntax="ebnf"))
 
     def dispatch_structural_tag(self, key_string: str) -> GuidedGrammarObject:
         """Structural tags embed grammars in free text, which guided does not compile."""

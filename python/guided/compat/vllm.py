@@ -24,8 +24,9 @@ Semantics, where vLLM's own backends disagree with each other:
   the termination.
 - Request types: ``JSON`` (schema text), ``JSON_OBJECT`` (any JSON object, nested at most
   ``json_depth`` deep: see :func:`guided.compat._support.json_value_regex`), ``REGEX`` and
-  ``CHOICE`` (a JSON or Python list of strings). ``GRAMMAR`` (EBNF / Lark) and ``STRUCTURAL_TAG``
-  are context-free and raise :class:`guided.GuidedError`.
+  ``CHOICE`` (a JSON or Python list of strings), ``GRAMMAR`` (EBNF / GBNF text with a ``root``
+  rule, see :meth:`guided.TokenIndex.from_grammar`). Lark grammars and ``STRUCTURAL_TAG`` raise
+  :class:`guided.GuidedError`.
 - Regexes are read as vLLM's default (``auto``) backend choice reads them: in xgrammar's dialect,
   and a pattern xgrammar refuses (``(?i)``, ``\\p{L}``, ``{,3}``) in the Rust ``regex`` dialect that
   llguidance, vLLM's fallback, reads.
@@ -171,10 +172,11 @@ class GuidedBackend:
             return regex_index(self.cache, grammar_spec)
         if kind == "CHOICE":
             return self.cache.regex(choice_regex(parse_choices(grammar_spec)))
-        raise GuidedError(
-            f"{kind} requests describe context-free grammars; guided compiles regular languages "
-            "(JSON Schema, regex, choices)"
-        )
+        if kind == "GRAMMAR":
+            if not isinstance(grammar_spec, str):
+                raise GuidedError("a GRAMMAR request carries its grammar as text")
+            return self.cache.grammar(grammar_spec, syntax="ebnf")
+        raise GuidedError(f"{kind} requests are not supported by guided yet")
 
     def compile_grammar(self, request_type: Any, grammar_spec: str) -> GuidedGrammar:
         """A fresh grammar for one request."""

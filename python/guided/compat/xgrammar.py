@@ -17,15 +17,17 @@ and the attributes (position, keyword, ...) survive.
 
 Where the semantics differ, on purpose:
 
-- Grammars are regular. ``compile_regex`` and ``compile_json_schema`` are exact: regexes are read
+- ``compile_regex`` and ``compile_json_schema`` are exact: regexes are read
   in xgrammar's own dialect (``dialect="xgrammar"``: ``.`` matches newlines, ``\\d \\w`` are ASCII,
   ``\\s`` is ECMA-262's white space, an escaped letter without a meaning is the letter), and
   schemas go through guided's compiler. Where xgrammar leaves a pattern's own language (it drops a
   mid-pattern ``^`` or ``$``, reads ``[\\^]`` as any character, splits ``\\ud83d\\ude00`` into
-  two surrogates), the shim keeps the language; README.md lists these cases. EBNF, Lark and
-  structural tags describe context-free languages and raise. ``compile_builtin_json_grammar`` (any
-  JSON object or array) is written out to a bounded nesting depth (``max_depth``, default 5): deeper
-  documents are refused, never accepted wrongly.
+  two surrogates), the shim keeps the language; README.md lists these cases.
+- ``compile_grammar`` reads xgrammar's EBNF (GBNF) with :meth:`guided.TokenIndex.from_grammar`:
+  recursive rules become calls, at most 256 open at once. xgrammar's lookahead assertions
+  (``(= ...)``), ``TagDispatch`` and structural tags raise, as does Lark syntax.
+  ``compile_builtin_json_grammar`` (any JSON object or array) is written out to a bounded
+  nesting depth (``max_depth``, default 5): deeper documents are refused, never accepted wrongly.
 - ``compile_json_schema`` layout options: ``any_whitespace=True`` (the default) allows
   ``[ \\n\\r\\t]*`` between tokens, or ``{0,max_whitespace_cnt}`` of them, exactly as xgrammar.
   ``any_whitespace=False`` is honored only with ``separators=(",", ":")`` (no whitespace at all);
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BatchGrammarMatcher",
     "CompiledGrammar",
+    "Grammar",
     "GrammarCompiler",
     "GrammarMatcher",
     "TokenizerInfo",
@@ -432,6 +435,29 @@ class TokenizerInfo:
 _SERIAL_VERSION = "guided-compat-xgrammar-1"
 
 
+class Grammar:
+    """A constraint not yet compiled for a tokenizer, as xgrammar's ``Grammar`` is: made from
+    EBNF text, a regex or a JSON Schema, compiled by :meth:`GrammarCompiler.compile_grammar`."""
+
+    def __init__(self, recipe: IndexRecipe) -> None:
+        self.recipe = recipe
+
+    @staticmethod
+    def from_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> Grammar:
+        """The grammar of EBNF (GBNF) text; malformed text raises at compile time, with a line."""
+        with _xgrammar_errors():
+            return Grammar(IndexRecipe.grammar(ebnf_string, syntax="ebnf", root=root_rule_name))
+
+    @staticmethod
+    def from_regex(regex_string: str) -> Grammar:
+        """The grammar of a regex, in xgrammar's dialect."""
+        with _xgrammar_errors():
+            return Grammar(IndexRecipe.regex(regex_string, dialect="xgrammar"))
+
+    def __str__(self) -> str:
+        return self.recipe.source
+
+
 class CompiledGrammar:
     """A compiled constraint over one tokenizer; made by :class:`GrammarCompiler`."""
 
@@ -659,12 +685,15 @@ class GrammarCompiler:
             pattern = json_value_regex(max_depth)
         return self._compile(IndexRecipe.regex(pattern))
 
-    def compile_grammar(self, grammar: Any, *, root_rule_name: str = "root") -> CompiledGrammar:
-        """EBNF grammars are context-free; guided compiles regular languages only."""
-        _fail(
-            "EBNF grammars are not supported: guided compiles regular languages (regex, JSON "
-            "Schema); use compile_regex or compile_json_schema"
-        )
+    def compile_grammar(
+        self, grammar: str | Grammar, *, root_rule_name: str = "root"
+    ) -> CompiledGrammar:
+        """The grammar of EBNF text (rule ``root_rule_name`` first), or of a :class:`Grammar`."""
+        if isinstance(grammar, Grammar):
+            return self._compile(grammar.recipe)
+        if not isinstance(grammar, str):
+            _fail(f"compile_grammar takes EBNF text or a Grammar, got {type(grammar).__name__}")
+        return self._compile(Grammar.from_ebnf(grammar, root_rule_name=root_rule_name).recipe)
 
     def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
         """Structural tags embed grammars in free text; guided does not compile them."""
