@@ -364,14 +364,37 @@ EMAIL = (
 )
 
 
+# llama.cpp's json.gbnf with its optional white space written `(...)?` instead of an empty
+# alternative, which xgrammar's EBNF reader refuses; the language is the same.
+JSON_GBNF = r"""
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws     ::= (" " | "\n" [ \t]{0,20})?
+"""
+
+# llama.cpp's c.gbnf and arithmetic.gbnf, as tests/data/grammars holds them.
+GRAMMARS = Path(__file__).resolve().parent.parent / "tests" / "data" / "grammars"
+
+C_PROGRAM = (
+    "int main(){int total = 0;int i = 0;while(i<10){total = total+i*2;i = i+1;}"
+    "if(total>50){print (total);}return total;}"
+)
+
+
 @dataclass
 class Workload:
-    """A constraint and a valid output: a regex, or (with ``regex`` empty) a JSON Schema."""
+    """A constraint and a valid output: a regex, a JSON Schema (``regex`` empty), or a GBNF
+    grammar (``regex`` empty)."""
 
     name: str
     text: str
     regex: str
     schema: dict[str, Any] | None = None
+    grammar: str | None = None
 
 
 def workloads() -> list[Workload]:
@@ -385,6 +408,14 @@ def workloads() -> list[Workload]:
             "json-7-bounded", json.dumps(BOUNDED_VALUE, ensure_ascii=False), "", BOUNDED_SCHEMA
         ),
         Workload("json-40", json.dumps(FORTY_VALUE, ensure_ascii=False), "", FORTY_SCHEMA),
+        Workload("gbnf-json", json.dumps(LARGE_VALUE, ensure_ascii=False), "", grammar=JSON_GBNF),
+        Workload("gbnf-c", C_PROGRAM, "", grammar=(GRAMMARS / "c.gbnf").read_text()),
+        Workload(
+            "gbnf-arith",
+            "(total+12)*rate/4=x1\nvalue_2*(a-b)=(c+d*3)\n",
+            "",
+            grammar=(GRAMMARS / "arithmetic.gbnf").read_text(),
+        ),
     ]
 
 
@@ -439,6 +470,8 @@ class Guided(Engine):
     def compile(self, w: Workload) -> Any:
         if w.schema is not None:
             return guided.TokenIndex.from_json_schema(w.schema, self.vocab)
+        if w.grammar is not None:
+            return guided.TokenIndex.from_grammar(w.grammar, self.vocab)
         return guided.TokenIndex.from_regex(w.regex, self.vocab)
 
     def matcher(self, compiled: Any) -> Any:
@@ -471,6 +504,8 @@ class Xgrammar(Engine):
     def compile(self, w: Workload) -> Any:
         if w.schema is not None:
             return self.compiler.compile_json_schema(json.dumps(w.schema))
+        if w.grammar is not None:
+            return self.compiler.compile_grammar(w.grammar)
         return self.compiler.compile_regex(w.regex)
 
     def matcher(self, compiled: Any) -> Any:
@@ -507,6 +542,8 @@ class Llguidance(Engine):
         M = self.llg.LLMatcher
         if w.schema is not None:
             grammar = M.grammar_from_json_schema(w.schema)
+        elif w.grammar is not None:
+            grammar = self.llg.grammar_from("gbnf", w.grammar)
         else:
             grammar = M.grammar_from_regex(w.regex)
         m = M(self.tokenizer, grammar, log_level=0)
@@ -926,6 +963,9 @@ def check_workload(loaded: peers.Loaded, w: Workload, tokens: list[int]) -> None
 
         jsonschema.validate(json.loads(w.text), w.schema)
         index = guided.TokenIndex.from_json_schema(w.schema, loaded.vocab)
+    elif w.grammar is not None:
+        # tests/test_grammar.py holds the grammar path to an independent parser
+        index = guided.TokenIndex.from_grammar(w.grammar, loaded.vocab)
     elif re.fullmatch(w.regex, w.text) is None:
         raise SystemExit(f"{loaded.name}/{w.name}: the driven text does not match its regex")
     else:
@@ -1082,7 +1122,7 @@ def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, r
                 r = Result(name, status=f"error: {type(e).__name__}")
                 rep.problems.append(f"{vname}/{w.name}: {name} failed: {e}")
             by_engine[name] = r
-        if not args.no_outlines:
+        if not args.no_outlines and w.grammar is None:  # outlines-core has no grammars
             if outlines_gave_up:
                 r = Result("outlines-core", status="timeout")
             else:

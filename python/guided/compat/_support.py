@@ -2,17 +2,13 @@
 
 The outlines-core, xgrammar, vLLM and SGLang shims all speak to the same few guided objects, and
 they keep needing the same small translations: a vocabulary from whatever the engine hands over
-(a ``guided.Vocabulary`` or a tokenizer), the regex for a list of choices, the regex for "any JSON
-value" that xgrammar and vLLM offer without a schema, and the text of a jump-forward that must end
-on a character boundary. They live here, once, so each shim stays a thin mapping of names.
+(a ``guided.Vocabulary`` or a tokenizer), the regex for a list of choices, the grammar of "any JSON
+value" that xgrammar, vLLM and SGLang offer without a schema, and the text of a jump-forward that
+must end on a character boundary. They live here, once, so each shim stays a thin mapping of names.
 
-"Any JSON value" is not a regular language: brackets nest without bound. guided compiles regular
-languages only, so :func:`json_value_regex` writes the grammar out to a fixed nesting depth. Every
-document it admits is valid JSON; a valid document nested deeper than ``max_depth`` containers is
-refused, never accepted wrongly. The regex text grows fourfold per level (each level embeds the
-one below twice in objects and twice in arrays) while the automaton stays small (a few hundred
-states per level, because only the kind of each open container needs remembering), so the cost
-of depth is parse time: about 60 KB of pattern and 30 ms at depth 4, 250 KB and 100 ms at depth 5.
+"Any JSON value" is not a regular language: brackets nest without bound. :func:`json_value_grammar`
+writes it as a grammar, whose value, object and array rules call one another on the index's stack
+(256 containers deep by default), so nothing but the stack bounds the nesting.
 """
 
 from __future__ import annotations
@@ -25,69 +21,38 @@ from guided._errors import GuidedError
 from guided._lib import Vocabulary
 
 __all__ = [
-    "DEFAULT_JSON_DEPTH",
     "JSON_WHITESPACE",
     "choice_regex",
     "complete_utf8",
-    "json_value_regex",
+    "json_value_grammar",
     "resolve_vocabulary",
 ]
-
-#: Container nesting the "any JSON" constraints allow by default.
-DEFAULT_JSON_DEPTH = 5
 
 #: JSON's insignificant whitespace (RFC 8259), as xgrammar's built-in JSON grammar spells it.
 JSON_WHITESPACE = r"[ \n\r\t]*"
 
-_STRING = r'"([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
-_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
-_SCALAR = rf"{_STRING}|{_NUMBER}|true|false|null"
-_MAX_JSON_DEPTH = 6
+_JSON_RULES = r"""
+value  ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member ::= string ws ":" ws value
+array  ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string ::= "\"" ( [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws     ::= [ \n\r\t]*
+"""
 
 
-def _object(value: str, ws: str) -> str:
-    member = rf"{_STRING}{ws}:{ws}({value})"
-    return rf"\{{{ws}({member}({ws},{ws}{member})*)?{ws}\}}"
-
-
-def _array(value: str, ws: str) -> str:
-    return rf"\[{ws}(({value})({ws},{ws}({value}))*)?{ws}\]"
-
-
-def json_value_regex(
-    max_depth: int = DEFAULT_JSON_DEPTH,
-    *,
-    roots: Iterable[str] = ("object", "array"),
-    whitespace: str = JSON_WHITESPACE,
-) -> str:
-    """A regex for JSON documents whose root is one of ``roots`` ("object", "array", "scalar").
-
-    Containers nest at most ``max_depth`` deep (the root container counts as one). Whitespace may
-    stand between tokens inside containers, never around the root, as in xgrammar's built-in
-    grammar.
-    """
+def json_value_grammar(roots: Iterable[str] = ("object", "array")) -> str:
+    """A grammar (GBNF) of the JSON documents whose root is one of ``roots`` ("object", "array",
+    "value"): containers nest without bound, and whitespace may stand between tokens inside
+    containers, never around the root, as in xgrammar's built-in grammar."""
     roots = tuple(roots)
-    unknown = set(roots) - {"object", "array", "scalar"}
+    unknown = set(roots) - {"object", "array", "value"}
     if not roots or unknown:
         raise GuidedError(
-            f"JSON roots must be drawn from 'object', 'array', 'scalar'; got {list(roots)}"
+            f"JSON roots must be drawn from 'object', 'array', 'value'; got {list(roots)}"
         )
-    if not 1 <= max_depth <= _MAX_JSON_DEPTH:
-        raise GuidedError(
-            f"max_depth must be between 1 and {_MAX_JSON_DEPTH} (the pattern grows fourfold per "
-            f"level), got {max_depth}"
-        )
-    value = _SCALAR  # what may stand inside a container at the innermost level
-    for _ in range(max_depth - 1):
-        value = f"{_SCALAR}|{_object(value, whitespace)}|{_array(value, whitespace)}"
-    parts = []
-    if "object" in roots:
-        parts.append(_object(value, whitespace))
-    if "array" in roots:
-        parts.append(_array(value, whitespace))
-    if "scalar" in roots:
-        parts.append(_SCALAR)
-    return "|".join(f"({p})" for p in parts)
+    return f"root ::= {' | '.join(roots)}\n{_JSON_RULES}"
 
 
 def choice_regex(choices: Iterable[Any]) -> str:

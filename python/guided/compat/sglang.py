@@ -19,7 +19,7 @@ Semantics worth knowing:
   the longest common prefix of the old and new token ids and accepts the rest.
 - The ``dispatch_*`` methods raise :class:`guided.GuidedError` for an invalid or unsupported
   constraint, where SGLang's backends log it and return an invalid-grammar marker: the caller
-  decides. ``"$$ANY$$"`` as a JSON key means any JSON object or array (bounded nesting).
+  decides. ``"$$ANY$$"`` as a JSON key means any JSON object or array.
 - Regexes are read in xgrammar's dialect (SGLang's default grammar backend): ``.`` matches
   newlines, ``\\d \\w`` are ASCII; see :mod:`guided.compat.xgrammar`.
 """
@@ -32,9 +32,8 @@ from guided._errors import GuidedError, InvalidTokenError
 from guided._lib import Guide, TokenIndex
 from guided.cache import IndexCache
 from guided.compat._support import (
-    DEFAULT_JSON_DEPTH,
     complete_utf8,
-    json_value_regex,
+    json_value_grammar,
     resolve_vocabulary,
 )
 from guided.compat.xgrammar import allocate_token_bitmask, apply_token_bitmask_inplace
@@ -158,13 +157,11 @@ class GuidedGrammarBackend:
         cache: IndexCache | None = None,
         max_rollback: int = -1,
         whitespace: str | None = None,
-        json_depth: int = DEFAULT_JSON_DEPTH,
     ) -> None:
         self.cache = cache or IndexCache(resolve_vocabulary(tokenizer, vocab_size))
         self.vocab_size = self.cache.vocabulary.vocab_size
         self.max_rollback = max_rollback
         self.whitespace = whitespace
-        self.json_depth = json_depth
 
     def _grammar(self, index: TokenIndex) -> GuidedGrammarObject:
         return GuidedGrammarObject(index, max_rollback=self.max_rollback)
@@ -172,7 +169,7 @@ class GuidedGrammarBackend:
     def dispatch_json(self, key_string: str) -> GuidedGrammarObject:
         """A grammar for a JSON Schema (``"$$ANY$$"``: any JSON object or array)."""
         if key_string == "$$ANY$$":
-            return self._grammar(self.cache.regex(json_value_regex(self.json_depth)))
+            return self._grammar(self.cache.grammar(json_value_grammar()))
         options = {} if self.whitespace is None else {"whitespace": self.whitespace}
         return self._grammar(self.cache.json_schema(key_string, **options))
 

@@ -22,8 +22,8 @@ Semantics, where vLLM's own backends disagree with each other:
 - EOS is an ordinary token of the constraint: accepted exactly where the output is complete, after
   which ``is_terminated()`` is True and a filled row allows only EOS. A rollback over the EOS undoes
   the termination.
-- Request types: ``JSON`` (schema text), ``JSON_OBJECT`` (any JSON object, nested at most
-  ``json_depth`` deep: see :func:`guided.compat._support.json_value_regex`), ``REGEX`` and
+- Request types: ``JSON`` (schema text), ``JSON_OBJECT`` (any JSON object, see
+  :func:`guided.compat._support.json_value_grammar`), ``REGEX`` and
   ``CHOICE`` (a JSON or Python list of strings), ``GRAMMAR`` (EBNF / GBNF text with a ``root``
   rule, see :meth:`guided.TokenIndex.from_grammar`). Lark grammars and ``STRUCTURAL_TAG`` raise
   :class:`guided.GuidedError`.
@@ -41,9 +41,8 @@ from guided._errors import GuidedError, RegexSyntaxError
 from guided._lib import Guide, TokenIndex
 from guided.cache import IndexCache
 from guided.compat._support import (
-    DEFAULT_JSON_DEPTH,
     choice_regex,
-    json_value_regex,
+    json_value_grammar,
     parse_choices,
     resolve_vocabulary,
 )
@@ -138,7 +137,6 @@ class GuidedBackend:
         cache: IndexCache | None = None,
         max_rollback: int = -1,
         whitespace: str | None = None,
-        json_depth: int = DEFAULT_JSON_DEPTH,
     ) -> None:
         if cache is not None:
             if vocab_size is not None and cache.vocabulary.vocab_size != vocab_size:
@@ -152,7 +150,6 @@ class GuidedBackend:
         self.vocab_size = self.cache.vocabulary.vocab_size
         self.max_rollback = max_rollback
         self.whitespace = whitespace
-        self.json_depth = json_depth
 
     def compile_index(self, request_type: Any, grammar_spec: str | Sequence[str]) -> TokenIndex:
         """The shared index of one request's constraint."""
@@ -165,7 +162,7 @@ class GuidedBackend:
                 raise GuidedError("a JSON request carries its schema as JSON text")
             return self.cache.json_schema(grammar_spec, **options)
         if kind == "JSON_OBJECT":
-            return self.cache.regex(json_value_regex(self.json_depth, roots=("object",)))
+            return self.cache.grammar(json_value_grammar(roots=("object",)))
         if kind == "REGEX":
             if not isinstance(grammar_spec, str):
                 raise GuidedError("a REGEX request carries its pattern as text")

@@ -26,8 +26,8 @@ Where the semantics differ, on purpose:
 - ``compile_grammar`` reads xgrammar's EBNF (GBNF) with :meth:`guided.TokenIndex.from_grammar`:
   recursive rules become calls, at most 256 open at once. xgrammar's lookahead assertions
   (``(= ...)``), ``TagDispatch`` and structural tags raise, as does Lark syntax.
-  ``compile_builtin_json_grammar`` (any JSON object or array) is written out to a bounded
-  nesting depth (``max_depth``, default 5): deeper documents are refused, never accepted wrongly.
+  ``compile_builtin_json_grammar`` (any JSON object or array) is such a grammar, masked as
+  xgrammar's.
 - ``compile_json_schema`` layout options: ``any_whitespace=True`` (the default) allows
   ``[ \\n\\r\\t]*`` between tokens, or ``{0,max_whitespace_cnt}`` of them, exactly as xgrammar.
   ``any_whitespace=False`` is honored only with ``separators=(",", ":")`` (no whitespace at all);
@@ -75,9 +75,8 @@ from guided._lib import Guide, TokenIndex, Vocabulary
 from guided._lib import fill_next_token_bitmask as _fill_batch
 from guided.cache import IndexCache, IndexRecipe
 from guided.compat._support import (
-    DEFAULT_JSON_DEPTH,
     complete_utf8,
-    json_value_regex,
+    json_value_grammar,
     resolve_vocabulary,
 )
 
@@ -677,13 +676,9 @@ class GrammarCompiler:
             recipe = IndexRecipe.json_schema(value, whitespace=whitespace)
         return self._compile(recipe)
 
-    def compile_builtin_json_grammar(
-        self, *, max_depth: int = DEFAULT_JSON_DEPTH
-    ) -> CompiledGrammar:
-        """Any JSON object or array, containers nested at most ``max_depth`` deep."""
-        with _xgrammar_errors():
-            pattern = json_value_regex(max_depth)
-        return self._compile(IndexRecipe.regex(pattern))
+    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        """Any JSON object or array."""
+        return self._compile(IndexRecipe.grammar(json_value_grammar()))
 
     def compile_grammar(
         self, grammar: str | Grammar, *, root_rule_name: str = "root"
