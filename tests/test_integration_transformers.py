@@ -30,6 +30,7 @@ import guided
 from conftest import shared_path
 from guided import InvalidTokenError
 from guided.integrations.transformers import (
+    GrammarLogitsProcessor,
     GuidedLogitsProcessor,
     JSONSchemaLogitsProcessor,
     RegexLogitsProcessor,
@@ -225,6 +226,23 @@ def test_json_schema_processor_beams_and_left_padding(model: Any, tokenizer: Any
     texts = generate(model, tokenizer, processor, budget, prompts=PROMPTS, do_sample=True)
     assert len(texts) == 2
     assert_valid_json(texts)
+
+
+def test_grammar_processor_nests_within_its_stack(model: Any, tokenizer: Any) -> None:
+    # a recursive rule, held to three open calls so that every generation ends within budget
+    grammar = 'root ::= "(" root ")" | "[" root "]" | "x"'
+    texts = []
+    for seed in range(6):
+        torch.manual_seed(seed)
+        processor = GrammarLogitsProcessor(grammar, tokenizer, max_stack=3)
+        texts += generate(model, tokenizer, processor, 12, do_sample=True)
+    for text in texts:
+        inner = text
+        while inner != "x":  # peel one matching pair at a time
+            assert inner[0] + inner[-1] in ("()", "[]"), text
+            inner = inner[1:-1]
+        assert len(text) <= 7, text
+    assert len(set(texts)) > 1
 
 
 # ------------------------------------------------------------------------------ row tracking

@@ -75,6 +75,7 @@ from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
 from guided.bitmask import fill_next_token_bitmask as fill_bitmask
 
 __all__ = [
+    "GrammarLogitsProcessor",
     "GuidedLogitsProcessor",
     "JSONSchemaLogitsProcessor",
     "RegexLogitsProcessor",
@@ -263,6 +264,30 @@ class RegexLogitsProcessor(GuidedLogitsProcessor):
         if cache is None:
             cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
         index = cache.regex(pattern, max_states=max_states)
+        super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)
+
+
+class GrammarLogitsProcessor(GuidedLogitsProcessor):
+    """Constrains the generated text to what a GBNF / EBNF grammar derives from rule ``root``
+    (see :meth:`guided.TokenIndex.from_grammar`). The index comes from ``cache`` (default: the
+    tokenizer's own, see :func:`index_cache_of`).
+    """
+
+    def __init__(
+        self,
+        grammar: str,
+        tokenizer: Any,
+        *,
+        root: str = "root",
+        eos_token_ids: EosIds = None,
+        pad_token_id: int | None = None,
+        max_stack: int = 256,
+        threads: int | None = None,
+        cache: IndexCache | None = None,
+    ) -> None:
+        if cache is None:
+            cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
+        index = cache.grammar(grammar, root=root, max_stack=max_stack)
         super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)
 
 
