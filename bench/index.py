@@ -8,7 +8,9 @@ JSON schema and a 26-property one with nested objects, arrays and enums (their s
 a 7-property schema whose strings carry ``minLength``/``maxLength`` (what pydantic's
 ``constr(max_length=...)`` writes) beside an enum, bounds and a nested object, and a 40-property
 schema with patterns, bounded arrays of objects and bounded strings. Each bounded string is as many
-automaton states as its bound, which is what the last three measure. The figures:
+automaton states as its bound, which is what the last three measure. Three context-free grammars
+close the list (llama.cpp's JSON, C and arithmetic GBNF grammars, compiled from the grammar text by
+every engine but outlines-core, which has no grammars). The figures:
 
 - compile: building the constraint object (median of ``--reps`` compiles);
 - TTFM: time to first mask, compile + a fresh matcher + the first mask (median of the same reps);
