@@ -389,18 +389,11 @@ impl Parser {
         }
         let mut set = ClassSet::empty();
         loop {
-            let lo = match self.peek() {
-                None => return Err(self.error(start, "unclosed character class: missing `]`")),
-                Some(']') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some('\\') => self.escape()?,
-                Some(c) => {
-                    self.pos += 1;
-                    c
-                }
-            };
+            if self.peek() == Some(']') {
+                self.pos += 1;
+                break;
+            }
+            let lo = self.class_member(start)?;
             let is_range = self.peek() == Some('-') && self.peek_at(1).is_some_and(|c| c != ']');
             if !is_range {
                 set = set.union(&ClassSet::single(lo as u32));
@@ -408,20 +401,25 @@ impl Parser {
             }
             let range_start = self.pos - 1;
             self.pos += 1;
-            let hi = match self.peek() {
-                Some('\\') => self.escape()?,
-                Some(c) => {
-                    self.pos += 1;
-                    c
-                }
-                None => return Err(self.error(start, "unclosed character class: missing `]`")),
-            };
+            let hi = self.class_member(start)?;
             if hi < lo {
                 return Err(self.error(range_start, format!("bad character range {lo}-{hi}")));
             }
             set = set.union(&ClassSet::range(lo as u32, hi as u32));
         }
         Ok(Expr::Class(if negated { set.negate() } else { set }))
+    }
+
+    /// One character of the class opened at `start`, escapes decoded.
+    fn class_member(&mut self, start: usize) -> Result<char> {
+        match self.peek() {
+            None => Err(self.error(start, "unclosed character class: missing `]`")),
+            Some('\\') => self.escape(),
+            Some(c) => {
+                self.pos += 1;
+                Ok(c)
+            }
+        }
     }
 }
 
