@@ -45,6 +45,7 @@ use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
 use crate::slice::{Advance, TokenTries, DENSE_CHARS};
+use crate::structural_tag::{self, TagOptions};
 use crate::vocab::Vocabulary;
 
 /// The dead state: nothing can follow.
@@ -355,6 +356,31 @@ impl TokenIndex {
                 }
                 Ok((Self::from_hir(&c.hir, vocab, tries, config)?, warnings))
             }
+            other => other,
+        }
+    }
+
+    /// An index over the outputs a structural tag allows (free text with calls in it, see
+    /// [`structural_tag`]), with the warnings of the schemas it embeds. Recursive schemas stay
+    /// recursive unless one stands where only an automaton can, as in
+    /// [`TokenIndex::from_json_schema`]; then every schema in the tag is compiled unrolled.
+    pub fn from_structural_tag(
+        tag: &serde_json::Value,
+        opts: &TagOptions,
+        vocab: Arc<Vocabulary>,
+        tries: Arc<TokenTries>,
+        config: &IndexConfig,
+    ) -> Result<(Self, Vec<String>)> {
+        let build = |opts: &TagOptions| -> Result<(Self, Vec<String>)> {
+            let c = structural_tag::compile(tag, opts)?;
+            let index = Self::from_hir(&c.hir, Arc::clone(&vocab), Arc::clone(&tries), config)?;
+            Ok((index, c.warnings))
+        };
+        match build(opts) {
+            Err(e) if !opts.unroll && json_schema::is_unrolling_needed(&e) => build(&TagOptions {
+                unroll: true,
+                ..opts.clone()
+            }),
             other => other,
         }
     }

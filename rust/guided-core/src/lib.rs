@@ -25,6 +25,7 @@ pub mod nfa;
 pub mod regex;
 pub mod slice;
 pub mod stop;
+pub mod structural_tag;
 pub mod trie;
 pub mod utf8;
 pub mod vocab;

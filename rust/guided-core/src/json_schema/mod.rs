@@ -76,6 +76,7 @@ use crate::error::{Error, Result};
 use crate::regex::{parse, Hir};
 use compile::{Compiler, Ctx, Part};
 use rustc_hash::FxHashMap;
+pub(crate) use strings::whole_match;
 
 /// The default whitespace between tokens: at most one space.
 pub const DEFAULT_WHITESPACE: &str = "[ ]?";

@@ -450,6 +450,16 @@ pub(crate) fn unanchor(h: &Hir) -> Result<Hir, String> {
     })))
 }
 
+/// A pattern read with full-match semantics over a region of a larger text (a regex inside a
+/// structural tag): `^` and `$` hold at the region's edges, so a branch that asserts them there
+/// keeps its body, and the anchors go. `Err` when an anchor stands where the region cannot honour
+/// it.
+pub(crate) fn whole_match(h: &Hir) -> Result<Hir, String> {
+    Ok(Hir::alternation(
+        split_anchors(h)?.into_iter().map(|(_, body, _)| body),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

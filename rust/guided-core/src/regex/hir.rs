@@ -605,6 +605,78 @@ impl Hir {
         })
     }
 
+    /// The expression, ready to stand inside a larger grammar whose rules are `rules`: a
+    /// [`Hir::Grammar`] appends its rules to `rules` and returns its start expression, with every
+    /// call renumbered past the rules already there; anything else is returned as it is. This is
+    /// how languages compiled apart (a JSON Schema inside a tool-call tag, a grammar inside
+    /// another) share one grammar, which is the only place calls may stand.
+    pub fn lift_rules(self, rules: &mut Vec<Hir>) -> Hir {
+        let Hir::Grammar(g) = self else {
+            return self;
+        };
+        let offset = rules.len() as u32;
+        // Shared nodes are renumbered once however often they occur, and stay shared.
+        let mut memo = FxHashMap::default();
+        for rule in g.rules.iter() {
+            let moved = rule.offset_calls(offset, &mut memo);
+            rules.push(moved.unwrap_or_else(|| rule.clone()));
+        }
+        g.start
+            .offset_calls(offset, &mut memo)
+            .unwrap_or_else(|| (*g.start).clone())
+    }
+
+    /// The expression with every call's rule index raised by `offset`; `None` when it calls
+    /// nothing (so call-free parts, pinned shared languages included, are kept, not copied).
+    fn offset_calls(&self, offset: u32, memo: &mut FxHashMap<u64, Option<Hir>>) -> Option<Hir> {
+        let mut children = |v: &[Hir]| -> Option<Vec<Hir>> {
+            let moved: Vec<Option<Hir>> = v.iter().map(|h| h.offset_calls(offset, memo)).collect();
+            moved.iter().any(Option::is_some).then(|| {
+                moved
+                    .into_iter()
+                    .zip(v)
+                    .map(|(m, h)| m.unwrap_or_else(|| h.clone()))
+                    .collect()
+            })
+        };
+        match self {
+            Hir::Call(c) => Some(Hir::Call(Call {
+                index: c.index + offset,
+                nullable: c.nullable,
+            })),
+            Hir::Concat(v) => children(v).map(Hir::Concat),
+            Hir::Alternation(v) => children(v).map(Hir::Alternation),
+            Hir::Intersection(v) => children(v).map(Hir::Intersection),
+            Hir::Repeat { sub, min, max } => sub.offset_calls(offset, memo).map(|s| Hir::Repeat {
+                sub: Box::new(s),
+                min: *min,
+                max: *max,
+            }),
+            Hir::Complement(sub) => sub
+                .offset_calls(offset, memo)
+                .map(|s| Hir::Complement(Box::new(s))),
+            Hir::Shared(s) => {
+                if let Some(done) = memo.get(&s.id) {
+                    return done.clone();
+                }
+                let moved = s.hir.offset_calls(offset, memo).map(|h| {
+                    Hir::Shared(Shared {
+                        pinned: s.pinned,
+                        ..Shared::new(h)
+                    })
+                });
+                memo.insert(s.id, moved.clone());
+                moved
+            }
+            Hir::Empty
+            | Hir::Literal(_)
+            | Hir::Class(_)
+            | Hir::Look(_)
+            | Hir::Automaton(_)
+            | Hir::Grammar(_) => None,
+        }
+    }
+
     /// The language of `dfa` (nothing when it matches nothing).
     pub fn automaton(dfa: Dfa) -> Hir {
         if dfa.matches_nothing() {
