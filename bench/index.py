@@ -387,16 +387,58 @@ C_PROGRAM = (
 )
 
 
+# Tool calling: free text with calls of three tools, as a structural tag (xgrammar's format;
+# objects closed and any JSON white space, which is how xgrammar reads the schemas in it).
+TOOLS = {
+    "get_weather": closed(
+        {"city": {"type": "string"}, "unit": enum("celsius", "fahrenheit"), "days": between(1, 14)}
+    ),
+    "search": closed({"query": {"type": "string"}, "top_k": between(1, 50), "safe": BOOL}),
+    "create_event": closed(
+        {
+            "title": {"type": "string"},
+            "start": {"type": "string", "format": "date-time"},
+            "attendees": array({"type": "string", "format": "email"}),
+        }
+    ),
+}
+ANY_WS = r"[ \n\r\t]*"
+TOOL_TAG = {
+    "type": "structural_tag",
+    "format": {
+        "type": "triggered_tags",
+        "triggers": ["<function="],
+        "tags": [
+            {
+                "type": "tag",
+                "begin": f"<function={name}>",
+                "content": {"type": "json_schema", "json_schema": schema},
+                "end": "</function>",
+            }
+            for name, schema in TOOLS.items()
+        ],
+    },
+}
+TOOL_TEXT = (
+    "Let me look that up for you.\n"
+    '<function=get_weather>{"city": "Lisbon", "unit": "celsius", "days": 3}</function>\n'
+    "Then I will book it: "
+    '<function=create_event>{"title": "Trip planning", "start": "2026-12-04T09:30:00Z", '
+    '"attendees": ["ana@example.org", "bo@example.com"]}</function> Done.'
+)
+
+
 @dataclass
 class Workload:
-    """A constraint and a valid output: a regex, a JSON Schema (``regex`` empty), or a GBNF
-    grammar (``regex`` empty)."""
+    """A constraint and a valid output: a regex, a JSON Schema (``regex`` empty), a GBNF
+    grammar or a structural tag (``regex`` empty)."""
 
     name: str
     text: str
     regex: str
     schema: dict[str, Any] | None = None
     grammar: str | None = None
+    tag: dict[str, Any] | None = None
 
 
 def workloads() -> list[Workload]:
@@ -418,6 +460,7 @@ def workloads() -> list[Workload]:
             "",
             grammar=(GRAMMARS / "arithmetic.gbnf").read_text(),
         ),
+        Workload("tool-calls", TOOL_TEXT, "", tag=TOOL_TAG),
     ]
 
 
@@ -474,6 +517,8 @@ class Guided(Engine):
             return guided.TokenIndex.from_json_schema(w.schema, self.vocab)
         if w.grammar is not None:
             return guided.TokenIndex.from_grammar(w.grammar, self.vocab)
+        if w.tag is not None:
+            return guided.TokenIndex.from_structural_tag(w.tag, self.vocab, whitespace=ANY_WS)
         return guided.TokenIndex.from_regex(w.regex, self.vocab)
 
     def matcher(self, compiled: Any) -> Any:
@@ -508,6 +553,8 @@ class Xgrammar(Engine):
             return self.compiler.compile_json_schema(json.dumps(w.schema))
         if w.grammar is not None:
             return self.compiler.compile_grammar(w.grammar)
+        if w.tag is not None:
+            return self.compiler.compile_structural_tag(json.dumps(w.tag))
         return self.compiler.compile_regex(w.regex)
 
     def matcher(self, compiled: Any) -> Any:
@@ -546,6 +593,8 @@ class Llguidance(Engine):
             grammar = M.grammar_from_json_schema(w.schema)
         elif w.grammar is not None:
             grammar = self.llg.grammar_from("gbnf", w.grammar)
+        elif w.tag is not None:
+            raise NotImplementedError("llguidance takes no structural tags")
         else:
             grammar = M.grammar_from_regex(w.regex)
         m = M(self.tokenizer, grammar, log_level=0)
@@ -968,6 +1017,9 @@ def check_workload(loaded: peers.Loaded, w: Workload, tokens: list[int]) -> None
     elif w.grammar is not None:
         # tests/test_grammar.py holds the grammar path to an independent parser
         index = guided.TokenIndex.from_grammar(w.grammar, loaded.vocab)
+    elif w.tag is not None:
+        # tests/test_structural_tag.py holds the tag path to xgrammar and jsonschema
+        index = guided.TokenIndex.from_structural_tag(w.tag, loaded.vocab, whitespace=ANY_WS)
     elif re.fullmatch(w.regex, w.text) is None:
         raise SystemExit(f"{loaded.name}/{w.name}: the driven text does not match its regex")
     else:
@@ -1124,7 +1176,8 @@ def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, r
                 r = Result(name, status=f"error: {type(e).__name__}")
                 rep.problems.append(f"{vname}/{w.name}: {name} failed: {e}")
             by_engine[name] = r
-        if not args.no_outlines and w.grammar is None:  # outlines-core has no grammars
+        # outlines-core has no grammars or structural tags
+        if not args.no_outlines and w.grammar is None and w.tag is None:
             if outlines_gave_up:
                 r = Result("outlines-core", status="timeout")
             else:

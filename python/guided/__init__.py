@@ -29,6 +29,7 @@ from guided._lib import (
     fill_next_token_bitmask,
     utf8_sequences,
 )
+from guided._structural_tag import structural_tag
 from guided.cache import IndexCache
 
 if TYPE_CHECKING:
@@ -66,5 +67,6 @@ __all__ = [
     "apply_token_bitmask_inplace",
     "fill_next_token_bitmask",
     "json_schema_to_regex",
+    "structural_tag",
     "utf8_sequences",
 ]

@@ -110,6 +110,20 @@ class TokenIndex:
         max_states: int = 200000,
     ) -> TokenIndex: ...
     @staticmethod
+    def from_structural_tag(
+        tag: Mapping[str, Any] | str,
+        vocab: Vocabulary,
+        *,
+        whitespace: str | None = None,
+        max_recursion_depth: int = 3,
+        max_free_depth: int = 4,
+        strict: bool = True,
+        assert_formats: bool = True,
+        dialect: RegexDialect = "xgrammar",
+        max_stack: int = 256,
+        max_states: int = 200000,
+    ) -> TokenIndex: ...
+    @staticmethod
     def from_regex(
         pattern: str,
         vocab: Vocabulary,

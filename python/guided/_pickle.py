@@ -19,4 +19,6 @@ def restore_index(kind: str, source: str, vocab: Vocabulary, options: dict[str, 
         return TokenIndex.from_json_schema(source, vocab, **options)
     if kind == "grammar":
         return TokenIndex.from_grammar(source, vocab, **options)
+    if kind == "structural_tag":
+        return TokenIndex.from_structural_tag(source, vocab, **options)
     raise ValueError(f"unknown index recipe {kind!r}")

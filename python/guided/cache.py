@@ -126,9 +126,9 @@ def _check_option(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class IndexRecipe:
-    """What determines an index, apart from the vocabulary: ``kind`` ("regex", "json_schema" or
-    "grammar"), ``source`` (the pattern, the schema's canonical JSON text, or the grammar text)
-    and the compile options."""
+    """What determines an index, apart from the vocabulary: ``kind`` ("regex", "json_schema",
+    "grammar" or "structural_tag"), ``source`` (the pattern, the grammar text, or the canonical
+    JSON text of the schema or tag) and the compile options."""
 
     kind: str
     source: str
@@ -146,18 +146,7 @@ class IndexRecipe:
         """The recipe of ``TokenIndex.from_json_schema(schema, vocab, **options)``; the schema is
         keyed by its canonical text (compact, property order kept), so ``{"a": 1}`` and
         ``{ "a" : 1 }`` share an entry."""
-        if isinstance(schema, (str, bytes, bytearray)):
-            try:
-                value = json.loads(schema)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise GuidedError(f"the schema is not valid JSON: {e}") from None
-        else:
-            value = schema
-        try:
-            text = _canonical_json(value)
-        except (TypeError, ValueError) as e:
-            raise GuidedError(f"the schema cannot be written as JSON: {e}") from None
-        return IndexRecipe("json_schema", text, _options(options))
+        return IndexRecipe("json_schema", _canonical_text(schema, "schema"), _options(options))
 
     @staticmethod
     def grammar(text: str, **options: Any) -> IndexRecipe:
@@ -165,6 +154,14 @@ class IndexRecipe:
         if not isinstance(text, str):
             raise GuidedError(f"a grammar must be a str, got {type(text).__name__}")
         return IndexRecipe("grammar", text, _options(options))
+
+    @staticmethod
+    def structural_tag(tag: Mapping[str, Any] | str, **options: Any) -> IndexRecipe:
+        """The recipe of ``TokenIndex.from_structural_tag(tag, vocab, **options)``, keyed by the
+        tag's canonical text."""
+        return IndexRecipe(
+            "structural_tag", _canonical_text(tag, "structural tag"), _options(options)
+        )
 
     def to_json(self, fingerprint: str) -> str:
         """The recipe and the vocabulary fingerprint as canonical JSON (the hashed key)."""
@@ -204,9 +201,22 @@ class IndexRecipe:
         """Builds the index over ``vocab``."""
         if self.kind == "json_schema" and not hasattr(TokenIndex, "from_json_schema"):
             raise GuidedError("this build of guided has no JSON Schema compiler")
-        if self.kind not in ("regex", "json_schema", "grammar"):
+        if self.kind not in ("regex", "json_schema", "grammar", "structural_tag"):
             raise GuidedError(f"unknown index recipe kind {self.kind!r}")
         return restore_index(self.kind, self.source, vocab, dict(self.options))
+
+
+def _canonical_text(value: Any, what: str) -> str:
+    """The canonical JSON text of a JSON document given as text or as a value."""
+    if isinstance(value, (str, bytes, bytearray)):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise GuidedError(f"the {what} is not valid JSON: {e}") from None
+    try:
+        return _canonical_json(value)
+    except (TypeError, ValueError) as e:
+        raise GuidedError(f"the {what} cannot be written as JSON: {e}") from None
 
 
 def _options(options: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -477,6 +487,11 @@ class IndexCache:
     def grammar(self, text: str, **options: Any) -> TokenIndex:
         """The shared index of a grammar (options as for ``TokenIndex.from_grammar``)."""
         return self.get(IndexRecipe.grammar(text, **options))
+
+    def structural_tag(self, tag: Mapping[str, Any] | str, **options: Any) -> TokenIndex:
+        """The shared index of a structural tag (options as for
+        ``TokenIndex.from_structural_tag``)."""
+        return self.get(IndexRecipe.structural_tag(tag, **options))
 
     def get(self, recipe: IndexRecipe) -> TokenIndex:
         """The shared index of ``recipe``, compiled by the first caller and awaited by the rest."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from guided._errors import GuidedError, InvalidTokenError
+from guided._errors import InvalidTokenError
 from guided._lib import Guide, TokenIndex
 from guided.cache import IndexCache
 from guided.compat._support import (
@@ -36,7 +36,11 @@ from guided.compat._support import (
     json_value_grammar,
     resolve_vocabulary,
 )
-from guided.compat.xgrammar import allocate_token_bitmask, apply_token_bitmask_inplace
+from guided.compat.xgrammar import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    structural_tag_recipe,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -183,8 +187,9 @@ class GuidedGrammarBackend:
         return self._grammar(self.cache.grammar(key_string, syntax="ebnf"))
 
     def dispatch_structural_tag(self, key_string: str) -> GuidedGrammarObject:
-        """Structural tags embed grammars in free text, which guided does not compile."""
-        raise GuidedError("structural tags are not supported by guided")
+        """A grammar for a structural tag's JSON text (xgrammar's format, or the legacy
+        ``structures`` and ``triggers``), as SGLang's xgrammar backend reads it."""
+        return self._grammar(self.cache.get(structural_tag_recipe(key_string)))
 
     def reset(self) -> None:
         """Drops the cached indexes."""

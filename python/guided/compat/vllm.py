@@ -25,8 +25,9 @@ Semantics, where vLLM's own backends disagree with each other:
 - Request types: ``JSON`` (schema text), ``JSON_OBJECT`` (any JSON object, see
   :func:`guided.compat._support.json_value_grammar`), ``REGEX`` and
   ``CHOICE`` (a JSON or Python list of strings), ``GRAMMAR`` (EBNF / GBNF text with a ``root``
-  rule, see :meth:`guided.TokenIndex.from_grammar`). Lark grammars and ``STRUCTURAL_TAG`` raise
-  :class:`guided.GuidedError`.
+  rule, see :meth:`guided.TokenIndex.from_grammar`), ``STRUCTURAL_TAG`` (xgrammar's structural
+  tag as JSON text, or vLLM's legacy ``structures`` and ``triggers``, read as vLLM's xgrammar
+  backend reads them). Lark grammars raise :class:`guided.GuidedError`.
 - Regexes are read as vLLM's default (``auto``) backend choice reads them: in xgrammar's dialect,
   and a pattern xgrammar refuses (``(?i)``, ``\\p{L}``, ``{,3}``) in the Rust ``regex`` dialect that
   llguidance, vLLM's fallback, reads.
@@ -46,7 +47,7 @@ from guided.compat._support import (
     parse_choices,
     resolve_vocabulary,
 )
-from guided.compat.xgrammar import allocate_token_bitmask
+from guided.compat.xgrammar import allocate_token_bitmask, structural_tag_recipe
 
 if TYPE_CHECKING:
     import torch
@@ -173,7 +174,9 @@ class GuidedBackend:
             if not isinstance(grammar_spec, str):
                 raise GuidedError("a GRAMMAR request carries its grammar as text")
             return self.cache.grammar(grammar_spec, syntax="ebnf")
-        raise GuidedError(f"{kind} requests are not supported by guided yet")
+        if not isinstance(grammar_spec, str):
+            raise GuidedError("a STRUCTURAL_TAG request carries its tag as JSON text")
+        return self.cache.get(structural_tag_recipe(grammar_spec))
 
     def compile_grammar(self, request_type: Any, grammar_spec: str) -> GuidedGrammar:
         """A fresh grammar for one request."""

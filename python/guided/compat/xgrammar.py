@@ -25,7 +25,13 @@ Where the semantics differ, on purpose:
   two surrogates), the shim keeps the language; README.md lists these cases.
 - ``compile_grammar`` reads xgrammar's EBNF (GBNF) with :meth:`guided.TokenIndex.from_grammar`:
   recursive rules become calls, at most 256 open at once. xgrammar's lookahead assertions
-  (``(= ...)``), ``TagDispatch`` and structural tags raise, as does Lark syntax.
+  (``(= ...)``) and ``TagDispatch`` raise, as does Lark syntax.
+- ``compile_structural_tag`` reads xgrammar's structural tags (and the legacy ``(tags,
+  triggers)`` form) with :meth:`guided.TokenIndex.from_structural_tag`: text formats are exact,
+  with xgrammar's semantics for free text (no trigger outside a call; ``any_text`` in a tag stops
+  at its end); token-level formats (``token``, ``any_tokens``, ``token_triggered_tags``, ...) and
+  the XML argument styles raise ``UnsupportedSchemaError``. Free text is UTF-8 text: xgrammar
+  also allows tokens there that leave UTF-8 (a lone continuation byte); the shim does not.
   ``compile_builtin_json_grammar`` (any JSON object or array) is such a grammar, masked as
   xgrammar's.
 - ``compile_json_schema`` layout options: ``any_whitespace=True`` (the default) allows
@@ -453,6 +459,13 @@ class Grammar:
         with _xgrammar_errors():
             return Grammar(IndexRecipe.regex(regex_string, dialect="xgrammar"))
 
+    @staticmethod
+    def from_structural_tag(*args: Any, **kwargs: Any) -> Grammar:
+        """The grammar of a structural tag, called as xgrammar's ``Grammar.from_structural_tag``
+        is: one structural tag (object, JSON text or dict) or the legacy ``(tags, triggers)``."""
+        with _xgrammar_errors():
+            return Grammar(structural_tag_recipe(*args, **kwargs))
+
     def __str__(self) -> str:
         return self.recipe.source
 
@@ -586,6 +599,83 @@ def _close_objects(node: Any, in_all_of: bool = False) -> Any:
     return out
 
 
+def _legacy_item(item: Any) -> dict[str, Any]:
+    """A legacy ``StructuralTagItem`` (or a mapping with its fields) as a ``tag`` format."""
+    if isinstance(item, Mapping):
+        begin, end = item.get("begin"), item.get("end")
+        schema = item.get("schema", item.get("schema_"))
+    else:
+        begin, end = getattr(item, "begin", None), getattr(item, "end", None)
+        schema = getattr(item, "schema_", getattr(item, "schema", None))
+    if not isinstance(begin, str) or not isinstance(end, str) or schema is None:
+        _fail(f"a structural tag item needs a begin, a schema and an end, got {item!r}")
+    return {
+        "type": "tag",
+        "begin": begin,
+        "content": {"type": "json_schema", "json_schema": _schema_value(schema)},
+        "end": end,
+    }
+
+
+def _close_formats(node: Any) -> Any:
+    """A structural tag with every ``json_schema`` format read in strict mode, as xgrammar reads
+    them."""
+    if isinstance(node, list):
+        return [_close_formats(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get("type") == "json_schema" and "json_schema" in node:
+        return {**node, "json_schema": _close_objects(_schema_value(node["json_schema"]))}
+    return {k: _close_formats(v) for k, v in node.items()}
+
+
+def structural_tag_recipe(*args: Any, **kwargs: Any) -> IndexRecipe:
+    """The recipe of a structural tag given as xgrammar takes one: ``(structural_tag)`` (a
+    pydantic ``StructuralTag``, JSON text or a dict, legacy ``structures`` included) or
+    ``(tags, triggers)`` with ``StructuralTagItem``s. Schemas are read in xgrammar's strict mode
+    with its whitespace, regexes in its dialect."""
+    if "tags" in kwargs or "triggers" in kwargs or len(args) == 2:
+        tags = kwargs.get("tags", args[0] if args else None)
+        triggers = kwargs.get("triggers", args[1] if len(args) > 1 else None)
+        if not isinstance(tags, Sequence) or not isinstance(triggers, Sequence):
+            _fail("compile_structural_tag(tags, triggers) takes two lists")
+        value: Any = {
+            "type": "structural_tag",
+            "format": {
+                "type": "triggered_tags",
+                "triggers": list(triggers),
+                "tags": [_legacy_item(t) for t in tags],
+            },
+        }
+    elif len(args) + len(kwargs) == 1:
+        value = args[0] if args else kwargs.get("structural_tag")
+        model_dump = getattr(value, "model_dump", None)
+        if callable(model_dump):
+            value = model_dump(mode="json", by_alias=True)
+        elif isinstance(value, (str, bytes, bytearray)):
+            try:
+                value = json.loads(value)
+            except ValueError as e:
+                _fail(f"the structural tag is not valid JSON: {e}")
+        if isinstance(value, Mapping) and "structures" in value:  # vLLM's legacy request
+            structures, triggers = value["structures"], value.get("triggers")
+            if not isinstance(structures, Sequence) or not isinstance(triggers, Sequence):
+                _fail("a legacy structural tag has lists of structures and triggers")
+            value = {
+                "type": "structural_tag",
+                "format": {
+                    "type": "triggered_tags",
+                    "triggers": list(triggers),
+                    "tags": [_legacy_item(t) for t in structures],
+                },
+            }
+    else:
+        _fail("compile_structural_tag takes a structural tag, or tags and triggers")
+    return IndexRecipe.structural_tag(
+        _close_formats(value), whitespace=_JSON_WS + "*", dialect="xgrammar"
+    )
+
+
 def _schema_value(schema: Any) -> Any:
     if isinstance(schema, (str, bytes, bytearray)):
         try:
@@ -691,8 +781,10 @@ class GrammarCompiler:
         return self._compile(Grammar.from_ebnf(grammar, root_rule_name=root_rule_name).recipe)
 
     def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
-        """Structural tags embed grammars in free text; guided does not compile them."""
-        _fail("structural tags are not supported by guided")
+        """The grammar of a structural tag: ``compile_structural_tag(structural_tag)`` (a
+        ``StructuralTag``, its JSON text or a dict), or the legacy
+        ``compile_structural_tag(tags, triggers)``."""
+        return self._compile(Grammar.from_structural_tag(*args, **kwargs).recipe)
 
     def clear_cache(self) -> None:
         """Drops every cached grammar."""

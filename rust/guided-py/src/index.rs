@@ -20,6 +20,7 @@ use guided_core::guide::Guide;
 use guided_core::index::{IndexConfig, TokenIndex, TERMINAL};
 use guided_core::regex::Dialect;
 use guided_core::slice::TokenTries;
+use guided_core::structural_tag::TagOptions;
 use guided_core::vocab::Vocabulary;
 use guided_core::Error;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
@@ -100,6 +101,30 @@ impl PyTokenIndex {
             vocab: vocab.clone().unbind(),
             source,
         })
+    }
+
+    /// [`PyTokenIndex::build`] for compilers that report ignored keywords, which are raised as
+    /// warnings through the schema facade once the index is built.
+    fn build_warned(
+        py: Python<'_>,
+        vocab: &Bound<'_, PyVocabulary>,
+        source: Source,
+        facade: &Bound<'_, PyModule>,
+        make: impl FnOnce(Arc<Vocabulary>, Arc<TokenTries>) -> Result<(TokenIndex, Vec<String>), Error>
+            + Send,
+    ) -> PyResult<Self> {
+        let warnings = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::clone(&warnings);
+        let index = Self::build(py, vocab, source, move |v, tries| {
+            let (index, ignored) = make(v, tries)?;
+            *out.lock().unwrap_or_else(|e| e.into_inner()) = ignored;
+            Ok(index)
+        })?;
+        let ignored = std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner()));
+        if !ignored.is_empty() {
+            facade.getattr("warn_ignored")?.call1((ignored,))?;
+        }
+        Ok(index)
     }
 
     fn state(&self, py: Python<'_>, state: i64) -> PyResult<u32> {
@@ -213,30 +238,79 @@ impl PyTokenIndex {
             nfa_states: SCHEMA_NFA_STATES,
             ..IndexConfig::default()
         };
-        let source = text.clone();
-        let warnings = Arc::new(Mutex::new(Vec::new()));
-        let out = Arc::clone(&warnings);
-        let index = Self::build(
-            py,
-            vocab,
-            Source::Text {
-                kind: "json_schema",
-                text,
-                options: recipe.unbind(),
-            },
-            move |v, tries| {
-                let schema = json_schema::parse_schema(&source)?;
-                let (index, ignored) =
-                    TokenIndex::from_json_schema(&schema, &opts, v, tries, &config)?;
-                *out.lock().unwrap_or_else(|e| e.into_inner()) = ignored;
-                Ok(index)
-            },
-        )?;
-        let ignored = std::mem::take(&mut *warnings.lock().unwrap_or_else(|e| e.into_inner()));
-        if !ignored.is_empty() {
-            facade.getattr("warn_ignored")?.call1((ignored,))?;
-        }
-        Ok(index)
+        let source = Source::Text {
+            kind: "json_schema",
+            text: text.clone(),
+            options: recipe.unbind(),
+        };
+        Self::build_warned(py, vocab, source, &facade, move |v, tries| {
+            let schema = json_schema::parse_schema(&text)?;
+            TokenIndex::from_json_schema(&schema, &opts, v, tries, &config)
+        })
+    }
+
+    /// An index over the outputs a structural tag allows: xgrammar's `StructuralTag` format
+    /// (`{"type": "structural_tag", "format": {...}}`, or the legacy `structures`/`triggers`
+    /// form), free text with tool calls whose arguments follow their JSON Schemas exactly.
+    /// Schema options apply to every `json_schema` format in it; `dialect` is that of its
+    /// `regex` formats; at most `max_stack` calls of recursive rules are open at once.
+    #[staticmethod]
+    #[pyo3(signature = (tag, vocab, *, whitespace = None, max_recursion_depth = 3, max_free_depth = 4, strict = true, assert_formats = true, dialect = "xgrammar", max_stack = DEFAULT_MAX_CALL_DEPTH, max_states = SCHEMA_MAX_STATES))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_structural_tag(
+        py: Python<'_>,
+        tag: &Bound<'_, PyAny>,
+        vocab: &Bound<'_, PyVocabulary>,
+        whitespace: Option<String>,
+        max_recursion_depth: usize,
+        max_free_depth: usize,
+        strict: bool,
+        assert_formats: bool,
+        dialect: &str,
+        max_stack: u32,
+        max_states: usize,
+    ) -> PyResult<Self> {
+        let parsed_dialect = dialect_named(py, dialect)?;
+        let facade = py.import("guided._json_schema")?;
+        let text: String = facade
+            .getattr("json_schema_text")?
+            .call1((tag,))?
+            .extract()?;
+        let recipe = PyDict::new(py);
+        recipe.set_item("whitespace", whitespace.clone())?;
+        recipe.set_item("max_recursion_depth", max_recursion_depth)?;
+        recipe.set_item("max_free_depth", max_free_depth)?;
+        recipe.set_item("strict", strict)?;
+        recipe.set_item("assert_formats", assert_formats)?;
+        recipe.set_item("dialect", dialect)?;
+        recipe.set_item("max_stack", max_stack)?;
+        recipe.set_item("max_states", max_states)?;
+        let opts = TagOptions {
+            schema: json_schema::options(
+                whitespace,
+                max_recursion_depth,
+                max_free_depth,
+                strict,
+                false,
+                assert_formats,
+            ),
+            dialect: parsed_dialect,
+            unroll: false,
+        };
+        let config = IndexConfig {
+            max_states,
+            nfa_states: SCHEMA_NFA_STATES,
+            max_call_depth: max_stack,
+        };
+        let source = Source::Text {
+            kind: "structural_tag",
+            text: text.clone(),
+            options: recipe.unbind(),
+        };
+        Self::build_warned(py, vocab, source, &facade, move |v, tries| {
+            let tag = json_schema::parse_schema(&text)?;
+            TokenIndex::from_structural_tag(&tag, &opts, v, tries, &config)
+        })
     }
 
     /// An index over the texts a context-free grammar derives from rule `root` (`syntax`:
