@@ -20,9 +20,12 @@
 //! recursion over lines, and group nesting is bounded, so hostile text gets an error, never a
 //! stack overflow.
 
-use super::ast::{Expr, Pos, Rule};
+use std::ops::{Deref, DerefMut};
+
+use super::ast::{Expr, Rule};
+use super::cursor::Cursor;
 use crate::error::{Error, Result};
-use crate::regex::{ClassSet, MAX_CODE_POINT};
+use crate::regex::ClassSet;
 
 /// Deepest nesting of groups accepted.
 const MAX_NESTING: usize = 250;
@@ -30,16 +33,7 @@ const MAX_NESTING: usize = 250;
 /// Reads GBNF text into rules, in the order written.
 pub fn parse(text: &str) -> Result<Vec<Rule>> {
     let mut p = Parser {
-        chars: text.chars().collect(),
-        pos: 0,
-        line_starts: std::iter::once(0)
-            .chain(
-                text.chars()
-                    .enumerate()
-                    .filter(|&(_, c)| c == '\n')
-                    .map(|(i, _)| i + 1),
-            )
-            .collect(),
+        cur: Cursor::new(text),
         depth: 0,
     };
     let mut rules = Vec::new();
@@ -69,58 +63,25 @@ pub fn parse(text: &str) -> Result<Vec<Rule>> {
 }
 
 struct Parser {
-    chars: Vec<char>,
-    pos: usize,
-    line_starts: Vec<usize>,
+    cur: Cursor,
     depth: usize,
 }
 
+impl Deref for Parser {
+    type Target = Cursor;
+
+    fn deref(&self) -> &Cursor {
+        &self.cur
+    }
+}
+
+impl DerefMut for Parser {
+    fn deref_mut(&mut self) -> &mut Cursor {
+        &mut self.cur
+    }
+}
+
 impl Parser {
-    fn at_end(&self) -> bool {
-        self.pos >= self.chars.len()
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn peek_at(&self, offset: usize) -> Option<char> {
-        self.chars.get(self.pos + offset).copied()
-    }
-
-    fn eat(&mut self, s: &str) -> bool {
-        let matches = s
-            .chars()
-            .enumerate()
-            .all(|(i, c)| self.peek_at(i) == Some(c));
-        if matches {
-            self.pos += s.chars().count();
-        }
-        matches
-    }
-
-    fn pos_of(&self, index: usize) -> Pos {
-        let line = self.line_starts.partition_point(|&start| start <= index);
-        let column = index - self.line_starts[line - 1] + 1;
-        Pos {
-            line: u32::try_from(line).unwrap_or(u32::MAX),
-            column: u32::try_from(column).unwrap_or(u32::MAX),
-        }
-    }
-
-    fn here(&self) -> Pos {
-        self.pos_of(self.pos)
-    }
-
-    fn error(&self, index: usize, message: impl Into<String>) -> Error {
-        let at = self.pos_of(index);
-        Error::GrammarSyntax {
-            line: at.line,
-            column: at.column,
-            message: message.into(),
-        }
-    }
-
     /// White space (line breaks included) and `#` comments.
     fn skip_space(&mut self) {
         while let Some(c) = self.peek() {
@@ -330,55 +291,6 @@ impl Parser {
         })
     }
 
-    /// A `\`-escape in a literal or a class, as one character.
-    fn escape(&mut self) -> Result<char> {
-        let start = self.pos;
-        self.pos += 1;
-        let Some(c) = self.peek() else {
-            return Err(self.error(start, "unfinished escape at the end of the grammar"));
-        };
-        self.pos += 1;
-        let code_point = match c {
-            'n' => 0x0A,
-            't' => 0x09,
-            'r' => 0x0D,
-            'f' => 0x0C,
-            'v' => 0x0B,
-            'a' => 0x07,
-            'b' => 0x08,
-            'e' => 0x1B,
-            '0' => 0,
-            'x' => self.hex(start, 2)?,
-            'u' => self.hex(start, 4)?,
-            'U' => self.hex(start, 8)?,
-            c if c.is_ascii_alphanumeric() => {
-                return Err(self.error(start, format!("unknown escape `\\{c}`")));
-            }
-            c => c as u32,
-        };
-        char::from_u32(code_point).ok_or_else(|| {
-            self.error(
-                start,
-                format!("escape value {code_point:#x} is not a Unicode scalar value"),
-            )
-        })
-    }
-
-    fn hex(&mut self, start: usize, digits: usize) -> Result<u32> {
-        let mut v: u32 = 0;
-        for _ in 0..digits {
-            let Some(d) = self.peek().and_then(|c| c.to_digit(16)) else {
-                return Err(self.error(start, format!("expected {digits} hex digits")));
-            };
-            v = v.saturating_mul(16).saturating_add(d);
-            self.pos += 1;
-        }
-        if v > MAX_CODE_POINT {
-            return Err(self.error(start, format!("escape value {v:#x} is not a code point")));
-        }
-        Ok(v)
-    }
-
     /// `[...]` or `[^...]`, with ranges and escapes.
     fn class(&mut self) -> Result<Expr> {
         let start = self.pos;
@@ -434,6 +346,7 @@ fn repeat(expr: Expr, min: u32, max: Option<u32>) -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grammar::ast::Pos;
 
     fn lit(s: &str) -> Expr {
         Expr::Literal(s.to_string())

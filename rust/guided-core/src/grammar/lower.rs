@@ -45,7 +45,7 @@ pub fn lower(rules: &[Rule], root: &str) -> Result<Hir> {
             format!("the grammar has no rule named `{root}`"),
         ));
     };
-    let bodies = rules
+    let mut bodies = rules
         .iter()
         .map(without_direct_left_recursion)
         .collect::<Result<Vec<_>>>()?;
@@ -96,6 +96,12 @@ pub fn lower(rules: &[Rule], root: &str) -> Result<Hir> {
             next_slot += 1;
         }
     }
+    // Languages compiled apart (a JSON Schema in a Lark grammar) may be grammars of their own:
+    // their rules go after the recursive rules', whose places are kept for them.
+    let mut grammar_rules = vec![Hir::Empty; next_slot as usize];
+    for &i in &reached {
+        lift_embedded_rules(&mut bodies[i], &mut grammar_rules);
+    }
     let mut built: Vec<Option<Hir>> = vec![None; rules.len()];
     let mut depth = vec![0usize; rules.len()];
     let mut recursive_bodies: Vec<(u32, Hir)> = Vec::new();
@@ -123,16 +129,32 @@ pub fn lower(rules: &[Rule], root: &str) -> Result<Hir> {
             built[i] = Some(Hir::shared(hir));
         }
     }
-    recursive_bodies.sort_by_key(|&(s, _)| s);
+    for (s, hir) in recursive_bodies {
+        grammar_rules[s as usize] = hir;
+    }
     let start = if recursive[root_index] {
         Hir::call(slot[root_index], nullable[root_index])
     } else {
         built[root_index].take().unwrap_or_else(Hir::nothing)
     };
-    Ok(Hir::grammar(
-        start,
-        recursive_bodies.into_iter().map(|(_, h)| h).collect(),
-    ))
+    Ok(Hir::grammar(start, grammar_rules))
+}
+
+/// Moves the rules of the grammars embedded in `e` into `rules` (see [`Hir::lift_rules`]).
+fn lift_embedded_rules(e: &mut Expr, rules: &mut Vec<Hir>) {
+    match e {
+        Expr::Regular(h) => {
+            if matches!(h, Hir::Grammar(_)) {
+                let embedded = std::mem::replace(h, Hir::Empty);
+                *h = embedded.lift_rules(rules);
+            }
+        }
+        Expr::Seq(items) | Expr::Alt(items) => {
+            items.iter_mut().for_each(|x| lift_embedded_rules(x, rules))
+        }
+        Expr::Repeat { expr, .. } => lift_embedded_rules(expr, rules),
+        Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Ref { .. } => {}
+    }
 }
 
 fn error(at: Pos, message: String) -> Error {

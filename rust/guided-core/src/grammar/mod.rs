@@ -16,11 +16,14 @@
 //! recursion is refused with [`Error::GrammarSyntax`] naming the rule, as are undefined rules, a
 //! missing root and a grammar whose root derives no text. Nothing here knows about tokens.
 //!
-//! The front ends: [`gbnf`] (llama.cpp's GBNF and xgrammar's EBNF, one syntax). Each produces
-//! [`ast::Rule`]s with positions, so every error names a line and a column.
+//! The front ends: [`gbnf`] (llama.cpp's GBNF and xgrammar's EBNF, one syntax) and [`lark`] (the
+//! Python `lark` parser's syntax, llguidance's grammar language). Each produces [`ast::Rule`]s
+//! with positions, so every error names a line and a column.
 
 pub mod ast;
+mod cursor;
 pub mod gbnf;
+pub mod lark;
 pub mod lower;
 
 use crate::error::Result;
@@ -31,6 +34,8 @@ use crate::regex::Hir;
 pub enum Syntax {
     /// llama.cpp's GBNF, which xgrammar's EBNF extends (`rule ::= ...`).
     Gbnf,
+    /// The Python `lark` parser's syntax, as llguidance reads it (`rule: ...`, `TERMINAL: ...`).
+    Lark,
 }
 
 impl Syntax {
@@ -38,6 +43,7 @@ impl Syntax {
     pub fn name(self) -> &'static str {
         match self {
             Syntax::Gbnf => "gbnf",
+            Syntax::Lark => "lark",
         }
     }
 
@@ -45,6 +51,7 @@ impl Syntax {
     pub fn from_name(name: &str) -> Option<Syntax> {
         match name {
             "gbnf" | "ebnf" => Some(Syntax::Gbnf),
+            "lark" => Some(Syntax::Lark),
             _ => None,
         }
     }
@@ -53,8 +60,11 @@ impl Syntax {
 /// The language of `text`'s rule `root`, as one expression (a [`Hir::Grammar`] when some rule
 /// is recursive).
 pub fn compile(text: &str, syntax: Syntax, root: &str) -> Result<Hir> {
-    let rules = match syntax {
-        Syntax::Gbnf => gbnf::parse(text)?,
-    };
-    lower::lower(&rules, root)
+    match syntax {
+        Syntax::Gbnf => lower::lower(&gbnf::parse(text)?, root),
+        Syntax::Lark => {
+            let (rules, start) = lark::parse(text, root)?;
+            lower::lower(&rules, &start)
+        }
+    }
 }
