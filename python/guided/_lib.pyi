@@ -104,7 +104,7 @@ class TokenIndex:
         text: str,
         vocab: Vocabulary,
         *,
-        syntax: Literal["gbnf", "ebnf"] = "gbnf",
+        syntax: Literal["gbnf", "ebnf", "lark"] = "gbnf",
         root: str = "root",
         max_stack: int = 256,
         max_states: int = 200000,

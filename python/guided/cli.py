@@ -195,7 +195,8 @@ def run_compile(args: argparse.Namespace) -> int:
         index = TokenIndex.from_json_schema(schema, vocab, **_schema_options(args))
         record.update(kind="json_schema", source=args.schema)
     elif args.grammar is not None:
-        options = {"root": args.root, **_state_limit(args)}
+        syntax = args.syntax or ("lark" if args.grammar.endswith(".lark") else "gbnf")
+        options = {"root": args.root, "syntax": syntax, **_state_limit(args)}
         index = TokenIndex.from_grammar(grammar, vocab, **options)
         record.update(kind="grammar", source=args.grammar)
     else:
@@ -373,8 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
     constraint = compile_.add_mutually_exclusive_group(required=True)
     constraint.add_argument("--regex", metavar="R", help="a full-match regex")
     constraint.add_argument("--schema", metavar="FILE", help="a JSON Schema file")
-    constraint.add_argument("--grammar", metavar="FILE", help="a GBNF / EBNF grammar file")
+    constraint.add_argument("--grammar", metavar="FILE", help="a GBNF, EBNF or Lark grammar file")
     compile_.add_argument("--root", default="root", help="the grammar's start rule (root)")
+    compile_.add_argument(
+        "--syntax",
+        choices=["gbnf", "ebnf", "lark"],
+        help="the grammar's syntax (default: lark for a .lark file, else gbnf)",
+    )
     _add_vocabulary_options(compile_, required=True)
     compile_.add_argument(
         "--eos",

@@ -25,9 +25,10 @@ Semantics, where vLLM's own backends disagree with each other:
 - Request types: ``JSON`` (schema text), ``JSON_OBJECT`` (any JSON object, see
   :func:`guided.compat._support.json_value_grammar`), ``REGEX`` and
   ``CHOICE`` (a JSON or Python list of strings), ``GRAMMAR`` (EBNF / GBNF text with a ``root``
-  rule, see :meth:`guided.TokenIndex.from_grammar`), ``STRUCTURAL_TAG`` (xgrammar's structural
+  rule, or Lark text when no line defines a rule with ``::=``, as vLLM tells them apart; see
+  :meth:`guided.TokenIndex.from_grammar`), ``STRUCTURAL_TAG`` (xgrammar's structural
   tag as JSON text, or vLLM's legacy ``structures`` and ``triggers``, read as vLLM's xgrammar
-  backend reads them). Lark grammars raise :class:`guided.GuidedError`.
+  backend reads them).
 - Regexes are read as vLLM's default (``auto``) backend choice reads them: in xgrammar's dialect,
   and a pattern xgrammar refuses (``(?i)``, ``\\p{L}``, ``{,3}``) in the Rust ``regex`` dialect that
   llguidance, vLLM's fallback, reads.
@@ -35,6 +36,7 @@ Semantics, where vLLM's own backends disagree with each other:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +67,15 @@ def regex_index(cache: IndexCache, pattern: str) -> TokenIndex:
             return cache.regex(pattern, dialect="rust")
         except RegexSyntaxError:
             raise xgrammar_refusal from None
+
+
+def grammar_syntax(text: str) -> str:
+    """How vLLM reads a ``GRAMMAR`` request: EBNF if any line (comments aside) defines a rule
+    with ``::=``, Lark otherwise."""
+    for line in text.split("\n"):
+        if "::=" in re.sub(r"(#|//).*$", "", line):
+            return "ebnf"
+    return "lark"
 
 
 class GuidedGrammar:
@@ -173,7 +184,7 @@ class GuidedBackend:
         if kind == "GRAMMAR":
             if not isinstance(grammar_spec, str):
                 raise GuidedError("a GRAMMAR request carries its grammar as text")
-            return self.cache.grammar(grammar_spec, syntax="ebnf")
+            return self.cache.grammar(grammar_spec, syntax=grammar_syntax(grammar_spec))
         if not isinstance(grammar_spec, str):
             raise GuidedError("a STRUCTURAL_TAG request carries its tag as JSON text")
         return self.cache.get(structural_tag_recipe(grammar_spec))

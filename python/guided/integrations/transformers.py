@@ -58,7 +58,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import torch
 from transformers import LogitsProcessor
@@ -268,9 +268,9 @@ class RegexLogitsProcessor(GuidedLogitsProcessor):
 
 
 class GrammarLogitsProcessor(GuidedLogitsProcessor):
-    """Constrains the generated text to what a GBNF / EBNF grammar derives from rule ``root``
-    (see :meth:`guided.TokenIndex.from_grammar`). The index comes from ``cache`` (default: the
-    tokenizer's own, see :func:`index_cache_of`).
+    """Constrains the generated text to what a grammar (``syntax``: GBNF, xgrammar's EBNF or
+    Lark) derives from rule ``root`` (see :meth:`guided.TokenIndex.from_grammar`). The index
+    comes from ``cache`` (default: the tokenizer's own, see :func:`index_cache_of`).
     """
 
     def __init__(
@@ -278,6 +278,7 @@ class GrammarLogitsProcessor(GuidedLogitsProcessor):
         grammar: str,
         tokenizer: Any,
         *,
+        syntax: Literal["gbnf", "ebnf", "lark"] = "gbnf",
         root: str = "root",
         eos_token_ids: EosIds = None,
         pad_token_id: int | None = None,
@@ -287,7 +288,7 @@ class GrammarLogitsProcessor(GuidedLogitsProcessor):
     ) -> None:
         if cache is None:
             cache = index_cache_of(tokenizer, eos_token_ids=eos_token_ids)
-        index = cache.grammar(grammar, root=root, max_stack=max_stack)
+        index = cache.grammar(grammar, syntax=syntax, root=root, max_stack=max_stack)
         super().__init__(index, pad_token_id=_pad_id(tokenizer, pad_token_id), threads=threads)
 
 

@@ -314,8 +314,9 @@ impl PyTokenIndex {
     }
 
     /// An index over the texts a context-free grammar derives from rule `root` (`syntax`:
-    /// "gbnf", or "ebnf", xgrammar's name for the same syntax). Regular rules become automata,
-    /// recursive rules calls; at most `max_stack` calls are open at once.
+    /// "gbnf", "ebnf" (xgrammar's name for the same syntax) or "lark", whose root is `start`
+    /// unless the grammar has a rule named `root`). Regular rules become automata, recursive
+    /// rules calls; at most `max_stack` calls are open at once.
     #[staticmethod]
     #[pyo3(signature = (text, vocab, *, syntax = "gbnf", root = String::from("root"), max_stack = DEFAULT_MAX_CALL_DEPTH, max_states = SCHEMA_MAX_STATES))]
     fn from_grammar(
@@ -330,7 +331,9 @@ impl PyTokenIndex {
         let Some(parsed_syntax) = Syntax::from_name(syntax) else {
             return Err(guided_error(
                 py,
-                format!("unknown grammar syntax {syntax:?}: expected \"gbnf\" or \"ebnf\""),
+                format!(
+                    "unknown grammar syntax {syntax:?}: expected \"gbnf\", \"ebnf\" or \"lark\""
+                ),
             ));
         };
         let recipe = PyDict::new(py);
