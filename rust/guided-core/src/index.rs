@@ -62,8 +62,9 @@ pub struct IndexConfig {
     pub max_states: usize,
     /// Most NFA states the pattern may compile to.
     pub nfa_states: usize,
-    /// Most calls of recursive rules open at once, for a language with rules (a recursive JSON
-    /// Schema): deeper texts are not matched (see [`Determinizer::with_call_depth`]).
+    /// Most calls of recursive rules open at once, for a language with rules (a grammar, a
+    /// recursive JSON Schema): a step that needs a deeper call fails with a `SizeLimit` error
+    /// named `max_stack` (see [`Determinizer::with_call_depth`]).
     pub max_call_depth: u32,
 }
 

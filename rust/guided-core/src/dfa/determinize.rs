@@ -33,8 +33,8 @@
 //! one `u64` (`Entry`) with stacks interned as frames (`Stacks`) so that equal stacks are
 //! equal integers. A DFA state is thus a set of pushdown configurations, and since the stack can
 //! grow without end, so could the construction: calls open at once are bounded
-//! ([`Determinizer::with_call_depth`], 256 by default), and a text that needs deeper calls is not
-//! matched. Only the configurations the input reaches are ever built, which is what makes a
+//! ([`Determinizer::with_call_depth`], 256 by default), and a step that needs a deeper call fails
+//! with a size-limit error rather than build a state that would refuse what the grammar allows. Only the configurations the input reaches are ever built, which is what makes a
 //! recursive schema cheap lazily and impossible eagerly. Which configurations can still lead to a
 //! match now depends on the stack; `CallNeeds` answers that per state and per frame. Without
 //! rules every stack is the empty one and an entry is just the state's id.
@@ -131,9 +131,10 @@ impl Determinizer {
         Self::with_call_depth(nfa, anchors, max_states, DEFAULT_MAX_CALL_DEPTH)
     }
 
-    /// [`Determinizer::new`], with at most `max_call_depth` rule calls open at once: a text
-    /// that needs deeper calls is not matched, and a prefix that could only go on that way
-    /// leads to the dead state. Rules do not mix with anchors (`^`, `$`).
+    /// [`Determinizer::new`], with at most `max_call_depth` rule calls open at once: a step
+    /// whose state would hold a deeper call fails with [`Error::SizeLimit`] (`max_stack`), so
+    /// every state built holds the language's own configurations, none pruned for depth. Rules
+    /// do not mix with anchors (`^`, `$`).
     pub fn with_call_depth(
         nfa: Nfa,
         anchors: Anchors,
@@ -189,7 +190,7 @@ impl Determinizer {
             stack: Vec::new(),
             key: Vec::new(),
             memo: FxHashMap::default(),
-            live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT, max_call_depth),
+            live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
             stacks: Stacks::new(max_call_depth),
             class_maps,
             nfa,
@@ -200,6 +201,7 @@ impl Determinizer {
         // The start state is always 1, even when its key repeats the dead state's.
         let start = entry(d.nfa.start(), EMPTY_STACK);
         d.closure(&[start], true);
+        d.stacks.take_overflow()?;
         d.charge()?;
         let key: Arc<[Entry]> = Arc::from(d.key.as_slice());
         d.ids.entry(Arc::clone(&key)).or_insert(1);
@@ -308,6 +310,7 @@ impl Determinizer {
     /// The id of the state reached when the NFA is in `kernel` after at least one byte.
     fn add_state(&mut self, kernel: &[Entry]) -> Result<u32> {
         self.closure(kernel, false);
+        self.stacks.take_overflow()?;
         if let Some(&id) = self.ids.get(self.key.as_slice()) {
             return Ok(id);
         }
@@ -363,11 +366,10 @@ impl Determinizer {
                 continue;
             }
             let (s, under) = (state_of(x), stack_of(x));
-            let depth = self.stacks.depth(under);
             let state = match self.nfa.node(s) {
                 Node::Stored(state) => state,
                 Node::Embedded(e) => {
-                    if self.live.embedded(&e, depth) {
+                    if self.live.embedded(&e) {
                         self.key.push(x);
                     }
                     self.stack
@@ -377,7 +379,7 @@ impl Determinizer {
             };
             match state {
                 State::ByteRange(_) | State::Sparse(_) => {
-                    if self.live.stored(s, depth) {
+                    if self.live.stored(s) {
                         self.key.push(x)
                     }
                 }
@@ -390,7 +392,8 @@ impl Determinizer {
                 State::Call { rule, next } => {
                     let body = self.nfa.rules()[*rule as usize];
                     let counted = self.nfa.is_counted(*rule);
-                    if let Some(inner) = self.stacks.push(under, *next, counted, &self.live) {
+                    let frame = self.stacks.push(under, *next, body, counted, &self.live);
+                    if let Some(inner) = frame {
                         self.stack.push(entry(body, inner));
                     }
                 }
@@ -605,12 +608,12 @@ struct Liveness {
 impl Liveness {
     /// The liveness of `nfa`'s states; everything is live unless `prune` (or the NFA has rules,
     /// which are always pruned: see [`CallNeeds`]).
-    fn of(nfa: &Nfa, prune: bool, max_call_depth: u32) -> Self {
+    fn of(nfa: &Nfa, prune: bool) -> Self {
         if !nfa.rules().is_empty() {
             return Liveness {
                 stored: Vec::new(),
                 exits: Vec::new(),
-                calls: Some(CallNeeds::of(nfa, max_call_depth)),
+                calls: Some(CallNeeds::of(nfa)),
             };
         }
         if !prune {
@@ -633,29 +636,30 @@ impl Liveness {
         }
     }
 
-    /// Whether a byte-reading stored state is live at call depth `depth`.
-    fn stored(&self, s: StateId, depth: u32) -> bool {
+    /// Whether a byte-reading stored state is live.
+    fn stored(&self, s: StateId) -> bool {
         match &self.calls {
             None => self.stored[s as usize],
-            Some(c) => c.fits(c.need[s as usize], depth),
+            Some(c) => c.need[s as usize] != NEVER,
         }
     }
 
-    /// Whether an embedded state is live at call depth `depth`.
-    fn embedded(&self, e: &EmbeddedState<'_>, depth: u32) -> bool {
+    /// Whether an embedded state is live.
+    fn embedded(&self, e: &EmbeddedState<'_>) -> bool {
         e.reads()
             && match &self.calls {
                 None => self.exits[e.embedding],
-                Some(c) => c.fits(c.exits[e.embedding], depth),
+                Some(c) => c.exits[e.embedding] != NEVER,
             }
     }
 
-    /// Whether a rule may be called at call depth `depth` to return to `ret`: the caller's
-    /// fragment must still reach its end from there.
-    fn returns_to(&self, ret: StateId, depth: u32) -> bool {
+    /// Whether the fragment holding `s` (a rule's body, or the calling expression) can still
+    /// reach its end from `s`: a call is worth making only when its body can return and its
+    /// return address can go on.
+    fn reaches_end(&self, s: StateId) -> bool {
         match &self.calls {
             None => true,
-            Some(c) => c.fits(c.need_of(ret), depth),
+            Some(c) => c.need_of(s) != NEVER,
         }
     }
 }
@@ -663,22 +667,22 @@ impl Liveness {
 /// Liveness under calls: how many levels of calls a state needs to reach the end of its
 /// fragment (a rule's `Return`, or the `Match` of the expression calling the rules).
 ///
-/// A state inside a rule body, at call depth `k` with at most `D` calls open at once, can still
-/// lead to a match when its body can return using calls at most `D - k` deep, and when each
-/// return address on its stack can in turn reach the end of its own fragment with what is left
-/// at its depth. The second half is a fact about the stack, checked once per frame when the frame
-/// is made ([`Stacks::push`]); the first is `need[q] <= D - k`, with `need[q]` the least budget
-/// with which `q` reaches its end (a call of rule `r` costs `1 + need[start of r]`).
+/// A state inside a rule body can still lead to a match when its body can return at all, and
+/// when each return address on its stack can in turn reach the end of its own fragment. The
+/// second half is a fact about the stack, checked once per frame when the frame is made
+/// ([`Stacks::push`]); the first is `need[q] != NEVER`, with `need[q]` the least call nesting
+/// with which `q` reaches its end (a call of rule `r` costs `1 + need[start of r]`). The bound on
+/// open calls is not part of liveness: a call past it is an error ([`Stacks::push`]), never a
+/// pruned branch, so that a mask is the grammar's own or the step fails.
 ///
 /// `need` is computed in rounds: round `b` is a backward reachability from the fragment ends in
 /// which a call edge may be crossed when its rule's start was reached in an earlier round, and
 /// every state first reached in round `b` needs `b`. The rounds stop when one reaches nothing
 /// new, which happens after the deepest least call nesting any state needs, plus one: a few
-/// rounds for real grammars, each linear in the NFA. Anchors do not occur with rules, so there is
-/// no end-of-text fact to track.
+/// rounds for real grammars, each linear in the NFA, and never more than the NFA has states.
+/// Anchors do not occur with rules, so there is no end-of-text fact to track.
 #[derive(Clone, Debug)]
 struct CallNeeds {
-    max_depth: u32,
     /// Per stored state (for a byte-reading one: after its byte).
     need: Vec<u32>,
     /// Per occurrence of an embedded automaton: what its exit needs.
@@ -688,7 +692,7 @@ struct CallNeeds {
 }
 
 impl CallNeeds {
-    fn of(nfa: &Nfa, max_depth: u32) -> Self {
+    fn of(nfa: &Nfa) -> Self {
         let n = nfa.len();
         let Reversed {
             preds,
@@ -697,7 +701,6 @@ impl CallNeeds {
             entries_by_exit,
         } = Reversed::of(nfa);
         let mut needs = CallNeeds {
-            max_depth,
             need: vec![NEVER; n],
             exits: Vec::new(),
             entries: embedded_preds.keys().map(|&v| (v, NEVER)).collect(),
@@ -705,7 +708,7 @@ impl CallNeeds {
         let mut work: Vec<StateId> = (0..n as StateId)
             .filter(|&q| matches!(nfa.state(q), State::Return | State::Match))
             .collect();
-        for round in 0..=max_depth {
+        for round in 0u32.. {
             let mut fresh = false;
             let mut mark = |needs: &mut CallNeeds, x: StateId, work: &mut Vec<StateId>| {
                 let slot = if x < EMBEDDED_BASE {
@@ -782,11 +785,6 @@ impl CallNeeds {
             self.entries.get(&id).copied().unwrap_or(NEVER)
         }
     }
-
-    /// Whether a need fits what is left at call depth `depth`.
-    fn fits(&self, need: u32, depth: u32) -> bool {
-        need != NEVER && need <= self.max_depth.saturating_sub(depth)
-    }
 }
 
 /// The call stacks of a construction, interned: stack `i` is a frame (the stack below it and the
@@ -794,7 +792,11 @@ impl CallNeeds {
 ///
 /// Equal stacks get equal ids, so entries compare as pairs of integers and a DFA state's key
 /// stays a sorted list of them. Only frames whose return address can still reach the end of its
-/// fragment are made ([`Liveness::returns_to`]), so every stack held is live.
+/// fragment are made ([`Liveness::reaches_end`]), so every stack held is live.
+///
+/// At most `max_depth` counted calls are open at once. A live call past that is not dropped
+/// (the state would then refuse text the grammar allows): it marks the stacks as overflowed, and
+/// the construction fails the step that needed it with [`Error::SizeLimit`] (`max_stack`).
 #[derive(Clone, Debug)]
 struct Stacks {
     max_depth: u32,
@@ -803,6 +805,8 @@ struct Stacks {
     ids: FxHashMap<(u32, StateId), u32>,
     /// Frames made since [`Stacks::take_new`] was last called.
     new: usize,
+    /// Whether a live call past `max_depth` was met since [`Stacks::take_overflow`].
+    overflowed: bool,
 }
 
 impl Stacks {
@@ -812,18 +816,39 @@ impl Stacks {
             frames: vec![(EMPTY_STACK, 0, 0)],
             ids: FxHashMap::default(),
             new: 0,
+            overflowed: false,
         }
+    }
+
+    /// Fails with the stack limit if a call past it was met since the last check.
+    fn take_overflow(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.overflowed) {
+            let limit = self.max_depth as usize;
+            return Err(Error::size_limit("max_stack", limit + 1, limit));
+        }
+        Ok(())
     }
 
     fn depth(&self, stack: u32) -> u32 {
         self.frames[stack as usize].2
     }
 
-    /// The stack `below` with `ret` pushed, if a call may be made there; a `counted` call
-    /// deepens the stack (see [`Nfa::is_counted`]).
-    fn push(&mut self, below: u32, ret: StateId, counted: bool, live: &Liveness) -> Option<u32> {
+    /// The stack `below` with `ret` pushed, for a call of the rule starting at `body`, if the
+    /// call can lead anywhere; a `counted` call deepens the stack (see [`Nfa::is_counted`]).
+    fn push(
+        &mut self,
+        below: u32,
+        ret: StateId,
+        body: StateId,
+        counted: bool,
+        live: &Liveness,
+    ) -> Option<u32> {
         let depth = self.depth(below);
-        if (counted && depth >= self.max_depth) || !live.returns_to(ret, depth) {
+        if !live.reaches_end(ret) || !live.reaches_end(body) {
+            return None;
+        }
+        if counted && depth >= self.max_depth {
+            self.overflowed = true;
             return None;
         }
         if let Some(&id) = self.ids.get(&(below, ret)) {
@@ -1247,7 +1272,7 @@ mod tests {
     }
 
     #[test]
-    fn rules_match_what_recursive_descent_accepts_within_the_call_depth() {
+    fn rules_match_what_recursive_descent_accepts_and_deeper_calls_are_an_error() {
         let nfa = Nfa::new(
             &nested_lists(),
             &NfaConfig::default(),
@@ -1265,59 +1290,80 @@ mod tests {
                 Determinizer::with_call_depth(nfa.clone(), Anchors::WHOLE_TEXT, 100_000, max_depth)
                     .unwrap();
             let mut row = Vec::new();
+            let mut overflows = 0;
             // Breadth first over all texts up to 8 bytes, walking the lazy automaton along.
             let mut layer: Vec<(Vec<u8>, u32)> = vec![(Vec::new(), 1)];
             for len in 0..=8 {
                 let mut next = Vec::new();
                 for (text, state) in &layer {
-                    let want = nested_depth(text).is_some_and(|n| n <= max_depth);
+                    // every state built holds the whole language, never a depth-pruned part
                     assert_eq!(
                         d.is_accepting(*state),
-                        want,
-                        "{:?} at depth {max_depth}",
-                        text
+                        nested_depth(text).is_some(),
+                        "{text:?}"
                     );
                     if len == 8 {
                         continue;
                     }
-                    d.next_row(*state, &mut row).unwrap();
+                    let longer = |b: u8| [text.as_slice(), &[b]].concat();
+                    let too_deep = alphabet
+                        .iter()
+                        .any(|&b| completion_depth(&longer(b)).is_some_and(|n| n > max_depth));
+                    match d.next_row(*state, &mut row) {
+                        Err(Error::SizeLimit { limit, .. }) => {
+                            assert_eq!(limit, "max_stack");
+                            assert!(too_deep, "{text:?} failed at depth {max_depth}");
+                            overflows += 1;
+                            continue;
+                        }
+                        other => other.unwrap(),
+                    }
+                    assert!(
+                        !too_deep,
+                        "{text:?} at depth {max_depth} should have failed"
+                    );
                     for &b in alphabet {
                         let to = row[d.classes().get(b) as usize];
-                        let mut longer = text.clone();
-                        longer.push(b);
-                        if to == 0 {
-                            assert!(
-                                !completes(&longer, max_depth),
-                                "{:?} is dead but completes at depth {max_depth}",
-                                longer
-                            );
-                        } else {
-                            assert!(completes(&longer, max_depth), "{:?} at {max_depth}", longer);
-                            next.push((longer, to));
+                        assert_eq!(
+                            to != 0,
+                            completion_depth(&longer(b)).is_some(),
+                            "{:?}",
+                            longer(b)
+                        );
+                        if to != 0 {
+                            next.push((longer(b), to));
                         }
                     }
                 }
                 layer = next;
             }
+            assert!(overflows > 0, "texts up to 8 bytes nest past {max_depth}");
+            // a failed step leaves the construction usable: the start state's row is whole
+            // again, or fails again with the same limit (one open call cannot start a list)
+            match d.next_row(1, &mut row) {
+                Ok(()) => assert!(d.is_accepting(row[d.classes().get(b'a') as usize])),
+                Err(e) => assert!(max_depth == 1 && matches!(e, Error::SizeLimit { .. })),
+            }
         }
     }
 
-    /// Whether some text completes `prefix` into a value that needs at most `max_depth` calls.
-    /// The cheapest completion is the greedy one: finish a `b`, give a dangling comma an `a`,
-    /// close every open list (an item after a comma adds no depth its first sibling did not).
-    fn completes(prefix: &[u8], max_depth: u32) -> bool {
+    /// The calls the cheapest completion of `prefix` into a value of [`nested_lists`] needs, or
+    /// `None` when nothing completes it. The greedy completion is the cheapest: finish a `b`,
+    /// give a dangling comma an `a`, close every open list (an item after a comma adds no depth
+    /// its first sibling did not).
+    fn completion_depth(prefix: &[u8]) -> Option<u32> {
         let mut text = prefix.to_vec();
         let b_run = text.iter().rev().take_while(|&&c| c == b'b').count();
         if b_run % 2 == 1 {
             text.push(b'b');
         }
-        if matches!(text.last(), None | Some(b',')) {
+        if matches!(text.last(), None | Some(b',' | b'[')) {
             text.push(b'a');
         }
         let open = text.iter().filter(|&&c| c == b'[').count();
         let closed = text.iter().filter(|&&c| c == b']').count();
         text.extend(std::iter::repeat_n(b']', open.saturating_sub(closed)));
-        nested_depth(&text).is_some_and(|n| n <= max_depth)
+        nested_depth(&text)
     }
 
     #[test]

@@ -193,9 +193,9 @@ pub fn json_schema_to_hir(schema: &Value, opts: &SchemaOptions) -> Result<Compil
 /// [`json_schema_to_hir`] with recursion kept as recursion: a `$ref` that leads back to a
 /// location being compiled becomes a call of a rule ([`Hir::Call`] inside a [`Hir::Grammar`]),
 /// instead of being unrolled `max_recursion_depth` times. The language is then not regular and
-/// has no pattern; the automaton layer follows the calls with a stack, as deep as its call depth
-/// allows (see [`crate::dfa::Determinizer::with_call_depth`]), and builds only the states a walk
-/// visits. A schema without recursion compiles as [`json_schema_to_hir`] compiles it.
+/// has no pattern; the automaton layer follows the calls with a stack (a step that nests past
+/// its call depth is a size-limit error, see [`crate::dfa::Determinizer::with_call_depth`]), and
+/// builds only the states a walk visits. A schema without recursion compiles as [`json_schema_to_hir`] compiles it.
 ///
 /// Recursion under a keyword that needs the automaton or the depth of its operand (`not`,
 /// `contains` with bounds, `minProperties`/`maxProperties` counted by intersection, an `enum`
