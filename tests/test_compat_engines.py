@@ -294,6 +294,9 @@ def test_vllm_request_types(xgr_compiler: xgr.GrammarCompiler, vllm_backend: Gui
             vllm_backend.compile_grammar(kind, 'root ::= "a"')
     nested = vllm_backend.compile_grammar("GRAMMAR", 'root ::= "a" | "(" root ")"')
     assert nested.accept_tokens("r", [*tok.encode("((a))"), GPT2_EOS])
+    # no `::=` on any line: Lark, as vLLM tells them apart (`::=` in a comment does not count)
+    lark = vllm_backend.compile_grammar("GRAMMAR", '// not ::= ebnf\nstart: "a" | "(" start ")"')
+    assert lark.accept_tokens("r", [*tok.encode("((a))"), GPT2_EOS])
     with pytest.raises(guided.GrammarSyntaxError):
         vllm_backend.compile_grammar("GRAMMAR", "root ::= undefined")
     assert vllm_backend.compile_index("REGEX", "ab") is vllm_backend.compile_index("regex", "ab")

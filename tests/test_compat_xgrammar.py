@@ -673,7 +673,9 @@ def test_corpus_patterns_mask_as_xgrammar(
     assert tally["equal"] > 400
 
 
-GRAMMAR_FILES = sorted((Path(__file__).parent / "data" / "grammars").iterdir())
+GRAMMAR_FILES = sorted(
+    p for p in (Path(__file__).parent / "data" / "grammars").iterdir() if p.suffix != ".lark"
+)
 # xgrammar 0.2.9's EBNF reader refuses an empty alternative (`ws ::= | " "`), which GBNF allows.
 XGRAMMAR_REFUSES = {"json.gbnf", "json_arr.gbnf"}
 

@@ -19,13 +19,17 @@
 //! at the end of its line unless the next line continues it with `|`, or a bracket is open.
 //! `//` starts a comment.
 //!
-//! The language is the scannerless one, which Lark's Earley parser computes with its complete
-//! dynamic lexer: a terminal is a regular language over characters, and `%ignore` lets its
-//! terminals stand between any two terminals and at either end of the text. That is what this
-//! module builds: every terminal a rule uses (by name, or as a string or regex written in the
-//! rule) is followed by the ignored terminals repeated, and the root is preceded by them. A
-//! lexer-based reading (llguidance's, Lark's LALR) can refuse texts this one accepts where two
-//! terminals compete for the same characters; this module does not emulate a lexer.
+//! The language is the scannerless one: a terminal is a regular language over characters, any
+//! of whose strings may stand where it is used, and `%ignore` lets its terminals stand between
+//! any two terminals and at either end of the text. That is what this module builds: every
+//! terminal a rule uses (by name, or as a string or regex written in the rule) is followed by
+//! the ignored terminals repeated, and the root is preceded by them. Lark's Earley parser with
+//! its complete dynamic lexer computes the same language on ordinary grammars, but it matches an
+//! ignored terminal only at its longest and a regex terminal only at Python's first match and
+//! its prefixes, so where those choices matter (a `#` comment ignored before text it could end
+//! before) Lark refuses texts this reading accepts. A lexer-based reading (llguidance's, Lark's
+//! LALR) differs in the same direction wherever two terminals compete for the same characters;
+//! this module does not emulate a lexer.
 //!
 //! `%import common.NAME [-> ALIAS]` and `%import common (A, B)` bring in Lark's common terminals
 //! (numbers, words, white space, strings, comments), written out below, with what they use.
@@ -43,7 +47,7 @@ use super::ast::{Expr, Pos, Rule};
 use super::cursor::Cursor;
 use crate::error::{Error, Result};
 use crate::json_schema::{self, SchemaOptions};
-use crate::regex::{parse_with, ClassSet, Dialect, ParserConfig};
+use crate::regex::{parse_with, ClassSet, Dialect, Hir, ParserConfig};
 
 /// Deepest nesting of groups accepted.
 const MAX_NESTING: usize = 250;
@@ -425,9 +429,11 @@ impl Parser {
 
     /// `common.NAME`, `common.NAME -> ALIAS` or `common (A, B, ...)`, queued in `pending`.
     fn imports(&mut self, start: usize) -> Result<()> {
-        let at = self.cur.here();
+        let module_at = self.cur.pos;
         let mut path = Vec::new();
+        let mut last_at;
         loop {
+            last_at = self.cur.here();
             let Some(part) = self.name() else {
                 return Err(self.cur.error(self.cur.pos, "expected a module name"));
             };
@@ -437,14 +443,15 @@ impl Parser {
             }
         }
         self.skip_inline();
-        let names: Vec<(String, String)> = if self.cur.eat("(") {
+        let names: Vec<(String, String, Pos)> = if self.cur.eat("(") {
             let mut names = Vec::new();
             loop {
                 self.skip_all();
+                let at = self.cur.here();
                 let Some(n) = self.name() else {
                     return Err(self.cur.error(self.cur.pos, "expected a name to import"));
                 };
-                names.push((n.clone(), n));
+                names.push((n.clone(), n, at));
                 self.skip_all();
                 if self.cur.eat(")") {
                     break;
@@ -466,18 +473,18 @@ impl Parser {
             } else {
                 n.clone()
             };
-            vec![(n, alias)]
+            vec![(n, alias, last_at)]
         };
         if path != ["common"] {
             return Err(self.cur.error(
-                start,
+                module_at,
                 format!(
                     "cannot import from `{}`: only Lark's `common` terminals are available",
                     path.join(".")
                 ),
             ));
         }
-        for (name, alias) in names.into_iter().rev() {
+        for (name, alias, at) in names.into_iter().rev() {
             self.pending.push(Statement::Import { name, alias, at });
         }
         Ok(())
@@ -638,9 +645,10 @@ impl Parser {
         let start = self.cur.pos;
         let text = self.quoted()?;
         if self.cur.eat("i") {
-            return Ok(Expr::Seq(
-                text.chars().map(|c| Expr::Class(any_case(c))).collect(),
-            ));
+            // one terminal: ignored text may stand around it, not inside it
+            return Ok(Expr::Regular(Hir::concat(
+                text.chars().map(|c| Hir::class(any_case(c))),
+            )));
         }
         if self.cur.peek() == Some('.') && self.cur.peek_at(1) == Some('.') {
             self.cur.pos += 2;

@@ -2,7 +2,6 @@ use super::*;
 use crate::dfa::{Anchors, Determinizer, DfaConfig};
 use crate::grammar::{compile, Syntax};
 use crate::nfa::{Nfa, NfaConfig};
-use crate::regex::Hir;
 
 fn lark(text: &str) -> Hir {
     compile(text, Syntax::Lark, "root").unwrap()
@@ -85,6 +84,7 @@ fn operators_ranges_flags_and_left_recursion() {
         ("SeLeCt ab cd", true),
         ("select ab cd ef!", true),
         ("select ab", false),
+        ("sel ect ab cd", false),
         ("select ab cd ef gh", false),
     ] {
         assert_eq!(matches(&h, text), ok, "{text:?}");
