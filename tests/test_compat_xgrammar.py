@@ -308,11 +308,16 @@ def test_builtin_json_grammar_is_xgrammars(compilers: Compilers) -> None:
     }
     openers = {t for t, b in token_bytes.items() if b in (b"[", b"{", b"[[", b' {"')}
     rg = compilers[0].compile_builtin_json_grammar()
-    sg = compilers[1].compile_builtin_json_grammar()
+    # compiled directly, and through a Grammar as xgrammar's Grammar.builtin_json_grammar makes one
+    sgs = [
+        compilers[1].compile_builtin_json_grammar(),
+        compilers[1].compile_grammar(shim.Grammar.builtin_json_grammar()),
+    ]
     rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
     deepest = 0
     for seed in range(4):
         rng = random.Random(seed)
+        sg = sgs[seed % 2]
         rm, sm = real.GrammarMatcher(rg), shim.GrammarMatcher(sg)
         text = b""
         for _ in range(60):
@@ -398,10 +403,14 @@ def test_compile_json_schema_matches_xgrammar(compilers: Compilers) -> None:
     }
     options = {"any_whitespace": False, "separators": (",", ":")}
     rg = compilers[0].compile_json_schema(json.dumps(schema), **options)
-    sg = compilers[1].compile_json_schema(schema, **options)
+    # compiled directly, and through a Grammar as xgrammar's Grammar.from_json_schema makes one
+    sgs = [
+        compilers[1].compile_json_schema(schema, **options),
+        compilers[1].compile_grammar(shim.Grammar.from_json_schema(schema, **options)),
+    ]
     for seed in range(4):
         rng = random.Random(seed)
-        rm, sm = real.GrammarMatcher(rg), shim.GrammarMatcher(sg)
+        rm, sm = real.GrammarMatcher(rg), shim.GrammarMatcher(sgs[seed % 2])
         rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
         while not sm.is_terminated():
             rm.fill_next_token_bitmask(rb)

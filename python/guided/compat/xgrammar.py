@@ -460,6 +460,53 @@ class Grammar:
             return Grammar(IndexRecipe.regex(regex_string, dialect="xgrammar"))
 
     @staticmethod
+    def from_json_schema(
+        schema: str | Mapping[str, Any] | Any,
+        *,
+        any_whitespace: bool = True,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: int | None = None,
+        any_order: bool = False,
+    ) -> Grammar:
+        """The grammar of the JSON documents ``schema`` (text, dict or pydantic model) accepts,
+        with xgrammar's layout options (see :meth:`GrammarCompiler.compile_json_schema`)."""
+        if any_order:
+            raise _runtime_flavor(
+                UnsupportedSchemaError(
+                    "any_order=True is not supported: guided writes properties in declared order",
+                    keyword="any_order",
+                )
+            )
+        if any_whitespace:
+            if max_whitespace_cnt is not None and max_whitespace_cnt <= 0:
+                _fail(f"max_whitespace_cnt must be positive, got {max_whitespace_cnt}")
+            count = "*" if max_whitespace_cnt is None else f"{{0,{max_whitespace_cnt}}}"
+            whitespace = _JSON_WS + count
+        elif indent is None and separators is not None and tuple(separators) == (",", ":"):
+            whitespace = ""
+        else:
+            raise _runtime_flavor(
+                UnsupportedSchemaError(
+                    "any_whitespace=False is supported only with separators=(',', ':') and no "
+                    f"indent (got indent={indent!r}, separators={separators!r}): guided allows "
+                    "one whitespace pattern between all tokens",
+                    keyword="any_whitespace",
+                )
+            )
+        value = _schema_value(schema)
+        if strict_mode:
+            value = _close_objects(value)
+        with _xgrammar_errors():
+            return Grammar(IndexRecipe.json_schema(value, whitespace=whitespace))
+
+    @staticmethod
+    def builtin_json_grammar() -> Grammar:
+        """Any JSON object or array, nested without bound."""
+        return Grammar(IndexRecipe.grammar(json_value_grammar()))
+
+    @staticmethod
     def from_structural_tag(*args: Any, **kwargs: Any) -> Grammar:
         """The grammar of a structural tag, called as xgrammar's ``Grammar.from_structural_tag``
         is: one structural tag (object, JSON text or dict) or the legacy ``(tags, triggers)``."""
@@ -736,39 +783,21 @@ class GrammarCompiler:
         any_order: bool = False,
     ) -> CompiledGrammar:
         """The grammar of the JSON documents ``schema`` (text, dict or pydantic model) accepts."""
-        if any_order:
-            raise _runtime_flavor(
-                UnsupportedSchemaError(
-                    "any_order=True is not supported: guided writes properties in declared order",
-                    keyword="any_order",
-                )
-            )
-        if any_whitespace:
-            if max_whitespace_cnt is not None and max_whitespace_cnt <= 0:
-                _fail(f"max_whitespace_cnt must be positive, got {max_whitespace_cnt}")
-            count = "*" if max_whitespace_cnt is None else f"{{0,{max_whitespace_cnt}}}"
-            whitespace = _JSON_WS + count
-        elif indent is None and separators is not None and tuple(separators) == (",", ":"):
-            whitespace = ""
-        else:
-            raise _runtime_flavor(
-                UnsupportedSchemaError(
-                    "any_whitespace=False is supported only with separators=(',', ':') and no "
-                    f"indent (got indent={indent!r}, separators={separators!r}): guided allows "
-                    "one whitespace pattern between all tokens",
-                    keyword="any_whitespace",
-                )
-            )
-        value = _schema_value(schema)
-        if strict_mode:
-            value = _close_objects(value)
-        with _xgrammar_errors():
-            recipe = IndexRecipe.json_schema(value, whitespace=whitespace)
-        return self._compile(recipe)
+        return self._compile(
+            Grammar.from_json_schema(
+                schema,
+                any_whitespace=any_whitespace,
+                indent=indent,
+                separators=separators,
+                strict_mode=strict_mode,
+                max_whitespace_cnt=max_whitespace_cnt,
+                any_order=any_order,
+            ).recipe
+        )
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Any JSON object or array."""
-        return self._compile(IndexRecipe.grammar(json_value_grammar()))
+        return self._compile(Grammar.builtin_json_grammar().recipe)
 
     def compile_grammar(
         self, grammar: str | Grammar, *, root_rule_name: str = "root"
