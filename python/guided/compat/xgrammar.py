@@ -25,7 +25,10 @@ Where the semantics differ, on purpose:
   two surrogates), the shim keeps the language; README.md lists these cases.
 - ``compile_grammar`` reads xgrammar's EBNF (GBNF) with :meth:`guided.TokenIndex.from_grammar`:
   recursive rules become calls, at most 256 open at once. xgrammar's lookahead assertions
-  (``(= ...)``) and ``TagDispatch`` raise, as does Lark syntax.
+  (``(= ...)``) and ``TagDispatch`` raise. ``Grammar.from_lark`` reads Lark as
+  ``TokenIndex.from_grammar(syntax="lark")`` does, which is Lark's own reading; xgrammar departs
+  from it in two places the shim does not follow: it allows no ``%ignore``d text before the first
+  terminal, and its ``ESCAPED_STRING`` may hold a raw line break.
 - ``compile_structural_tag`` reads xgrammar's structural tags (and the legacy ``(tags,
   triggers)`` form) with :meth:`guided.TokenIndex.from_structural_tag`: text formats are exact,
   with xgrammar's semantics for free text (no trigger outside a call; ``any_text`` in a tag stops
@@ -452,6 +455,20 @@ class Grammar:
         """The grammar of EBNF (GBNF) text; malformed text raises at compile time, with a line."""
         with _xgrammar_errors():
             return Grammar(IndexRecipe.grammar(ebnf_string, syntax="ebnf", root=root_rule_name))
+
+    @staticmethod
+    def from_lark(
+        lark_string: str,
+        *,
+        tokenizer_info: TokenizerInfo | None = None,
+        named_grammars: Mapping[str, Any] | None = None,
+    ) -> Grammar:
+        """The grammar of Lark text (rule ``start``), as :meth:`guided.TokenIndex.from_grammar`
+        reads it with ``syntax="lark"``; ``named_grammars`` (``@name`` references) raise."""
+        if named_grammars:
+            _fail("named grammars (`@name` in Lark text) are not supported by guided")
+        with _xgrammar_errors():
+            return Grammar(IndexRecipe.grammar(lark_string, syntax="lark", root="start"))
 
     @staticmethod
     def from_regex(regex_string: str) -> Grammar:
