@@ -439,6 +439,7 @@ class Workload:
     schema: dict[str, Any] | None = None
     grammar: str | None = None
     tag: dict[str, Any] | None = None
+    syntax: str = "gbnf"
 
 
 def workloads() -> list[Workload]:
@@ -459,6 +460,13 @@ def workloads() -> list[Workload]:
             "(total+12)*rate/4=x1\nvalue_2*(a-b)=(c+d*3)\n",
             "",
             grammar=(GRAMMARS / "arithmetic.gbnf").read_text(),
+        ),
+        Workload(
+            "lark-json",
+            json.dumps(LARGE_VALUE, ensure_ascii=False),
+            "",
+            grammar=(GRAMMARS / "json.lark").read_text(),
+            syntax="lark",
         ),
         Workload("tool-calls", TOOL_TEXT, "", tag=TOOL_TAG),
     ]
@@ -516,7 +524,7 @@ class Guided(Engine):
         if w.schema is not None:
             return guided.TokenIndex.from_json_schema(w.schema, self.vocab)
         if w.grammar is not None:
-            return guided.TokenIndex.from_grammar(w.grammar, self.vocab)
+            return guided.TokenIndex.from_grammar(w.grammar, self.vocab, syntax=w.syntax)
         if w.tag is not None:
             return guided.TokenIndex.from_structural_tag(w.tag, self.vocab, whitespace=ANY_WS)
         return guided.TokenIndex.from_regex(w.regex, self.vocab)
@@ -551,6 +559,8 @@ class Xgrammar(Engine):
     def compile(self, w: Workload) -> Any:
         if w.schema is not None:
             return self.compiler.compile_json_schema(json.dumps(w.schema))
+        if w.grammar is not None and w.syntax == "lark":
+            return self.compiler.compile_grammar(self.xgr.Grammar.from_lark(w.grammar))
         if w.grammar is not None:
             return self.compiler.compile_grammar(w.grammar)
         if w.tag is not None:
@@ -592,7 +602,7 @@ class Llguidance(Engine):
         if w.schema is not None:
             grammar = M.grammar_from_json_schema(w.schema)
         elif w.grammar is not None:
-            grammar = self.llg.grammar_from("gbnf", w.grammar)
+            grammar = self.llg.grammar_from(w.syntax, w.grammar)
         elif w.tag is not None:
             raise NotImplementedError("llguidance takes no structural tags")
         else:
@@ -1016,7 +1026,7 @@ def check_workload(loaded: peers.Loaded, w: Workload, tokens: list[int]) -> None
         index = guided.TokenIndex.from_json_schema(w.schema, loaded.vocab)
     elif w.grammar is not None:
         # tests/test_grammar.py holds the grammar path to an independent parser
-        index = guided.TokenIndex.from_grammar(w.grammar, loaded.vocab)
+        index = guided.TokenIndex.from_grammar(w.grammar, loaded.vocab, syntax=w.syntax)
     elif w.tag is not None:
         # tests/test_structural_tag.py holds the tag path to xgrammar and jsonschema
         index = guided.TokenIndex.from_structural_tag(w.tag, loaded.vocab, whitespace=ANY_WS)
