@@ -271,6 +271,25 @@ class Grammar:
             for _ in range(n):
                 self._derive(node.node, rng, budget, out, depth)
 
+    # --- Earley ------------------------------------------------------------------------------
+
+    @cached_property
+    def bnf(self) -> Bnf:
+        return Bnf(self.rules)
+
+    def chart(self) -> Chart:
+        """The chart before any character, from which continuations are tried."""
+        return Chart.start(self.bnf)
+
+    def viable(self, text: str) -> bool:
+        """Whether some string extends ``text`` into the language."""
+        return self.chart().extend(text) is not None
+
+    def recognizes(self, text: str) -> bool:
+        """Whether ``text`` is in the language (the Earley reading of ``accepts``)."""
+        chart = self.chart().extend(text)
+        return chart is not None and chart.accepts
+
 
 ALPHABET = [chr(c) for c in range(0x20, 0x7F)] + list("\n\té€😀ぁァ一、ü")
 
@@ -298,3 +317,170 @@ def _class_char(code: int) -> str:
     if c in "\\]^-[/":
         return "\\" + c
     return c if c.isprintable() and not c.isspace() else f"\\U{code:08x}"
+
+
+# --- a character-level Earley recognizer -------------------------------------------------------
+
+Symbol = Union[int, str, Cls]  # a nonterminal, one literal character, or a class of characters
+Item = tuple[int, int, int]  # (production, dot, origin)
+
+
+class Bnf:
+    """The rules as plain BNF productions over single-character terminals.
+
+    Repetitions and groups become helper nonterminals; productions that use a nonterminal with no
+    finite derivation are dropped, so every item an Earley chart holds can still be completed and
+    a non-empty column means a viable prefix.
+    """
+
+    def __init__(self, rules: dict[str, Node]) -> None:
+        self.rules = rules
+        self.ids = {name: i for i, name in enumerate(rules)}
+        self.count = len(rules)
+        self.helpers: dict[tuple[str, Node, int], int] = {}
+        found: list[tuple[int, tuple[Symbol, ...]]] = []
+        self.found = found
+        for name, node in rules.items():
+            found.append((self.ids[name], tuple(self.symbols(node))))
+        productive: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in found:
+                if lhs not in productive and all(
+                    not isinstance(s, int) or s in productive for s in rhs
+                ):
+                    productive.add(lhs)
+                    changed = True
+        self.productions = [
+            (lhs, rhs)
+            for lhs, rhs in found
+            if lhs in productive and all(not isinstance(s, int) or s in productive for s in rhs)
+        ]
+        self.by_lhs: dict[int, list[int]] = {}
+        for i, (lhs, _) in enumerate(self.productions):
+            self.by_lhs.setdefault(lhs, []).append(i)
+        self.nullable: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for lhs, rhs in self.productions:
+                if lhs not in self.nullable and all(s in self.nullable for s in rhs):
+                    self.nullable.add(lhs)
+                    changed = True
+        self.root = self.ids["root"]
+
+    def helper(self, key: tuple[str, Node, int], bodies: list[list[Symbol]]) -> int:
+        if key not in self.helpers:
+            self.helpers[key] = self.count
+            self.count += 1
+            self.found.extend((self.helpers[key], tuple(b)) for b in bodies)
+        return self.helpers[key]
+
+    def symbols(self, node: Node) -> list[Symbol]:
+        if isinstance(node, Lit):
+            return list(node.text)
+        if isinstance(node, Cls):
+            return [node]
+        if isinstance(node, Ref):
+            return [self.ids[node.name]]
+        if isinstance(node, Seq):
+            return [s for item in node.items for s in self.symbols(item)]
+        if isinstance(node, Alt):
+            return [self.helper(("alt", node, 0), [self.symbols(item) for item in node.items])]
+        once = self.symbols(node.node)
+        if node.hi is None:
+            key = ("star", node.node, 0)
+            if key not in self.helpers:
+                star = self.helper(key, [[]])
+                self.found.append((star, (*once, star)))
+            return once * node.lo + [self.helpers[key]]
+        # at most k more copies, nested (``x (x (x)?)?)?``) so that no text has two derivations
+        tail: list[Symbol] = []
+        for k in range(1, node.hi - node.lo + 1):
+            tail = [self.helper(("opt", node.node, k), [[], once + tail])]
+        return once * node.lo + tail
+
+
+class Chart:
+    """An Earley chart after some text. Charts are persistent: ``extend`` returns a new chart and
+    remembers it, so continuations of one prefix share their common prefixes' columns."""
+
+    def __init__(
+        self,
+        bnf: Bnf,
+        columns: tuple[dict[int, list[Item]], ...],
+        scanning: list[Item],
+        accepts: bool,
+    ) -> None:
+        self.bnf = bnf
+        self.columns = columns  # per column, the items waiting there on each nonterminal
+        self.scanning = scanning  # the last column's items waiting on a character
+        self.accepts = accepts  # whether the text so far is in the language
+        self.children: dict[str, Chart | None] = {}
+
+    @staticmethod
+    def start(bnf: Bnf) -> Chart:
+        seeds = [(p, 0, 0) for p in bnf.by_lhs.get(bnf.root, [])]
+        return Chart._build(bnf, (), seeds)
+
+    def extend(self, text: str) -> Chart | None:
+        """The chart after ``text`` more characters, or None when no string continues them."""
+        chart: Chart | None = self
+        for c in text:
+            assert chart is not None
+            if c not in chart.children:
+                chart.children[c] = chart._step(c)
+            chart = chart.children[c]
+            if chart is None:
+                return None
+        return chart
+
+    def _step(self, c: str) -> Chart | None:
+        productions = self.bnf.productions
+        seeds = []
+        for p, dot, origin in self.scanning:
+            s = productions[p][1][dot]
+            if s == c or (isinstance(s, Cls) and s.contains(c)):
+                seeds.append((p, dot + 1, origin))
+        return Chart._build(self.bnf, self.columns, seeds) if seeds else None
+
+    @staticmethod
+    def _build(bnf: Bnf, earlier: tuple[dict[int, list[Item]], ...], seeds: list[Item]) -> Chart:
+        k = len(earlier)
+        productions, by_lhs, nullable = bnf.productions, bnf.by_lhs, bnf.nullable
+        waiting: dict[int, list[Item]] = {}
+        columns = (*earlier, waiting)
+        scanning: list[Item] = []
+        seen = set(seeds)
+        agenda = list(seeds)
+        accepts = False
+
+        def add(item: Item) -> None:
+            if item not in seen:
+                seen.add(item)
+                agenda.append(item)
+
+        while agenda:
+            item = agenda.pop()
+            p, dot, origin = item
+            lhs, rhs = productions[p]
+            if dot == len(rhs):
+                accepts |= lhs == bnf.root and origin == 0
+                # an item completed at its own column is handled by the nullable rule below,
+                # including for items that start waiting on ``lhs`` after this one completes
+                for q, d, o in columns[origin].get(lhs, ()):
+                    add((q, d + 1, o))
+                continue
+            s = rhs[dot]
+            if not isinstance(s, int):
+                scanning.append(item)
+                continue
+            if s not in waiting:
+                waiting[s] = []
+                for q in by_lhs.get(s, ()):
+                    add((q, 0, k))
+            waiting[s].append(item)
+            if s in nullable:  # Aycock and Horspool: step over what may derive nothing
+                add((p, dot + 1, origin))
+        return Chart(bnf, columns, scanning, accepts)

@@ -158,3 +158,69 @@ def test_options_pickling_and_the_cache() -> None:
     assert cache.grammar(text, root="greeting") is cache.grammar(text, root="greeting")
     with pytest.raises(guided.GuidedError, match="unknown grammar syntax"):
         guided.TokenIndex.from_grammar(text, vocab, syntax="yacc")  # type: ignore[arg-type]
+
+
+@cache
+def one_byte_tokens() -> list[int]:
+    vocab = gpt2()
+    return [t for t in range(len(vocab)) if len(vocab.token_bytes(t) or b"") == 1]
+
+
+@pytest.mark.parametrize("path", GRAMMARS, ids=lambda p: p.name)
+def test_masks_equal_a_brute_force_check(path: Path) -> None:
+    """At a few prefixes of derivations, guided allows a token exactly when a character-level
+    Earley recognizer finds the prefix and the token's text still viable."""
+    index, oracle = compiled(path)
+    rng = random.Random(path.name)
+    token_bytes = gpt2().token_bytes
+    # the recognizer is trusted below only as far as it agrees with the Lark translation
+    for _ in range(3):
+        text = oracle.derive(rng, budget=30)
+        for variant in [text, *edits(text, rng)[:6]]:
+            assert oracle.recognizes(variant) is oracle.accepts(variant), (path.name, variant)
+    checked = {True: 0, False: 0}
+    for walk in range(2):
+        ids = tokenizer().encode(oracle.derive(rng)).ids
+        # the start, the end (where EOS must be allowed) and one place between, per walk
+        where = {0 if walk == 0 else len(ids), rng.randrange(1, len(ids) + 1)}
+        guide = guided.Guide(index)
+        out = b""
+        for i in range(len(ids) + 1):
+            if i in where:
+                checked_here = check_mask(index, oracle, guide.state, out, rng)
+                checked[True] += checked_here[True]
+                checked[False] += checked_here[False]
+            if i < len(ids):
+                guide.advance(ids[i])
+                out += token_bytes(ids[i]) or b""
+    assert checked[True] > 0 and checked[False] > 0, (path.name, checked)
+
+
+def check_mask(
+    index: guided.TokenIndex, oracle: Grammar, state: int, out: bytes, rng: random.Random
+) -> dict[bool, int]:
+    checked = {True: 0, False: 0}
+    try:
+        prefix = out.decode("utf-8")
+    except UnicodeDecodeError:  # a character split between tokens has no character-level chart
+        return checked
+    chart = oracle.chart().extend(prefix)
+    assert chart is not None, prefix
+    allowed = index.allowed(state)
+    assert bool(allowed[EOS]) is chart.accepts, prefix
+    yes = [int(t) for t in np.flatnonzero(allowed) if t != EOS]
+    no = [int(t) for t in np.flatnonzero(~allowed)]
+    candidates = set(rng.sample(yes, min(400, len(yes))) + rng.sample(no, min(400, len(no))))
+    token_bytes = gpt2().token_bytes
+    for token in sorted(candidates | set(one_byte_tokens())):
+        data = token_bytes(token)
+        if token == EOS or data is None:
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:  # guided may allow it for a character the next token ends
+            continue
+        viable = chart.extend(text) is not None
+        assert bool(allowed[token]) is viable, (prefix, text)
+        checked[viable] += 1
+    return checked
