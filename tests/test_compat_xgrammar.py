@@ -20,6 +20,7 @@ import random
 import re
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import lark_oracle
@@ -690,6 +691,42 @@ GRAMMAR_FILES = sorted(
 XGRAMMAR_REFUSES = {"json.gbnf", "json_arr.gbnf"}
 
 
+def walk_against_xgrammar(
+    compiled: tuple[real.CompiledGrammar, shim.CompiledGrammar],
+    derive: Callable[[random.Random], str],
+    judge: Callable[[bytes, set[int], set[int]], None],
+    rng: random.Random,
+    walks: int,
+) -> int:
+    """Walks xgrammar's and the shim's matchers along derivations, half of them wandering on
+    random tokens both allow once the derivation is spent; ``judge(text so far, xgrammar's
+    ids, the shim's ids)`` rules on every step where the masks differ. Returns the steps."""
+    token_bytes = gpt2_token_bytes()
+    steps = 0
+    for walk in range(walks):
+        rm, sm = real.GrammarMatcher(compiled[0]), shim.GrammarMatcher(compiled[1])
+        rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
+        planned = gpt2_hf_tokenizer().encode(derive(rng))
+        done = b""
+        for step in range(60):
+            rm.fill_next_token_bitmask(rb)
+            sm.fill_next_token_bitmask(sb)
+            r_ids, s_ids = allowed_ids(rb[0].numpy(), V), allowed_ids(sb[0].numpy(), V)
+            if r_ids != s_ids:
+                judge(done, r_ids, s_ids)
+            allowed = sorted(s_ids & r_ids - {GPT2_EOS})
+            if step < len(planned):
+                token = planned[step]
+            elif walk % 2 and allowed:
+                token = rng.choice(allowed)
+            else:
+                break
+            assert rm.accept_token(token) and sm.accept_token(token), token_bytes.get(token)
+            done += token_bytes[token]
+            steps += 1
+    return steps
+
+
 @pytest.mark.parametrize("path", GRAMMAR_FILES, ids=lambda p: p.name)
 def test_grammars_mask_as_xgrammar(path: Path, compilers: Compilers) -> None:
     """llama.cpp's grammars, compiled by xgrammar and by the shim, walked along derivations (from
@@ -705,34 +742,15 @@ def test_grammars_mask_as_xgrammar(path: Path, compilers: Compilers) -> None:
         return
     theirs = compilers[0].compile_grammar(text)
     assert isinstance(shim.Grammar.from_ebnf(text), shim.Grammar)
+
+    def judge(done: bytes, r_ids: set[int], s_ids: set[int]) -> None:
+        assert s_ids <= r_ids and r_ids - s_ids <= {GPT2_EOS}, (path.name, done)
+        so_far = _text(done)  # a character split between tokens is never complete
+        assert so_far is None or not oracle.accepts(so_far), (path.name, done)
+
+    derive = functools.partial(oracle.derive, budget=40)
     rng = random.Random(path.name)
-    token_bytes = gpt2_token_bytes()
-    steps = 0
-    for walk in range(6):
-        rm, sm = real.GrammarMatcher(theirs), shim.GrammarMatcher(ours)
-        rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
-        planned = gpt2_hf_tokenizer().encode(oracle.derive(rng, budget=40))
-        done = b""
-        for step in range(60):
-            rm.fill_next_token_bitmask(rb)
-            sm.fill_next_token_bitmask(sb)
-            r_ids, s_ids = allowed_ids(rb[0].numpy(), V), allowed_ids(sb[0].numpy(), V)
-            assert s_ids <= r_ids and r_ids - s_ids <= {GPT2_EOS}, (path.name, done)
-            if r_ids != s_ids:
-                so_far = _text(done)  # a character split between tokens is never complete
-                assert so_far is None or not oracle.accepts(so_far), (path.name, done)
-            allowed = sorted(s_ids - {GPT2_EOS})
-            # half the walks follow a derivation, the others wander once it is spent
-            if step < len(planned):
-                token = planned[step]
-            elif walk % 2 and allowed:
-                token = rng.choice(allowed)
-            else:
-                break
-            assert rm.accept_token(token) and sm.accept_token(token), token_bytes.get(token)
-            done += token_bytes[token]
-            steps += 1
-    assert steps > 30
+    assert walk_against_xgrammar((theirs, ours), derive, judge, rng, walks=6) > 30
 
 
 LARK_FILES = sorted((Path(__file__).parent / "data" / "grammars").glob("*.lark"))
@@ -749,37 +767,22 @@ def test_lark_grammars_mask_as_xgrammar(path: Path, compilers: Compilers) -> Non
     text = path.read_text()
     theirs = compilers[0].compile_grammar(real.Grammar.from_lark(text))
     ours = compilers[1].compile_grammar(shim.Grammar.from_lark(text))
-    rng = random.Random(path.name)
     token_bytes = gpt2_token_bytes()
-    steps = 0
-    for walk in range(4):
-        rm, sm = real.GrammarMatcher(theirs), shim.GrammarMatcher(ours)
-        rb, sb = real.allocate_token_bitmask(1, V), shim.allocate_token_bitmask(1, V)
-        derivation = lark_oracle.derive(text, rng).lstrip(" \t\n\r\f")
-        planned = gpt2_hf_tokenizer().encode(derivation)
-        done = b""
-        for step in range(60):
-            rm.fill_next_token_bitmask(rb)
-            sm.fill_next_token_bitmask(sb)
-            r_ids, s_ids = allowed_ids(rb[0].numpy(), V), allowed_ids(sb[0].numpy(), V)
-            if not done:
-                assert r_ids <= s_ids, path.name
-                # ignored white space first, which Lark reads too (tests/test_lark_grammar.py
-                # holds the shim's language to Lark's)
-                for t in s_ids - r_ids:
-                    assert token_bytes[t][:1].isspace(), (path.name, token_bytes[t])
-            else:
-                assert s_ids <= r_ids, (path.name, done)
-                for t in r_ids - s_ids:  # a raw line break inside a string
-                    assert b"\n" in token_bytes[t] and b'"' in done, (path.name, done)
-            allowed = sorted(s_ids & r_ids - {GPT2_EOS})
-            if step < len(planned):
-                token = planned[step]
-            elif walk % 2 and allowed:
-                token = rng.choice(allowed)
-            else:
-                break
-            assert rm.accept_token(token) and sm.accept_token(token), token_bytes.get(token)
-            done += token_bytes[token]
-            steps += 1
-    assert steps > 20
+
+    def judge(done: bytes, r_ids: set[int], s_ids: set[int]) -> None:
+        if not done:
+            # ignored white space first, which Lark reads too (tests/test_lark_grammar.py holds
+            # the shim's language to Lark's)
+            assert r_ids <= s_ids, path.name
+            for t in s_ids - r_ids:
+                assert token_bytes[t][:1].isspace(), (path.name, token_bytes[t])
+        else:
+            assert s_ids <= r_ids, (path.name, done)
+            for t in r_ids - s_ids:  # a raw line break inside a string
+                assert b"\n" in token_bytes[t] and b'"' in done, (path.name, done)
+
+    def derive(rng: random.Random) -> str:
+        return lark_oracle.derive(text, rng).lstrip(" \t\n\r\f")
+
+    rng = random.Random(path.name)
+    assert walk_against_xgrammar((theirs, ours), derive, judge, rng, walks=4) > 20

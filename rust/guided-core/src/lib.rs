@@ -26,6 +26,8 @@ pub mod regex;
 pub mod slice;
 pub mod stop;
 pub mod structural_tag;
+#[cfg(test)]
+mod testing;
 pub mod trie;
 pub mod utf8;
 pub mod vocab;

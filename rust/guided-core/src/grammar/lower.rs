@@ -417,25 +417,13 @@ impl Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dfa::{Anchors, Determinizer, DfaConfig};
     use crate::grammar::{compile, Syntax};
-    use crate::nfa::{Nfa, NfaConfig};
 
     fn gbnf(text: &str) -> Result<Hir> {
         compile(text, Syntax::Gbnf, "root")
     }
 
-    /// Whether `text` is in the language, by the lazy construction the token index uses.
-    fn matches(hir: &Hir, text: &str) -> bool {
-        let nfa = Nfa::new(hir, &NfaConfig::default(), &DfaConfig::default()).unwrap();
-        let mut d = Determinizer::new(nfa, Anchors::WHOLE_TEXT, 100_000).unwrap();
-        let (mut state, mut row) = (1, Vec::new());
-        for b in text.bytes() {
-            d.next_row(state, &mut row).unwrap();
-            state = row[d.classes().get(b) as usize];
-        }
-        d.is_accepting(state)
-    }
+    use crate::testing::matches_lazily as matches;
 
     fn message(text: &str) -> String {
         match gbnf(text) {

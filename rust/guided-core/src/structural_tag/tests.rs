@@ -1,20 +1,11 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::dfa::{Anchors, Determinizer, DfaConfig};
-use crate::nfa::{Nfa, NfaConfig};
+use crate::testing::matches_lazily;
 
 /// Whether `text` is in the tag's language, by the lazy construction the token index uses.
 fn accepts(tag: &Value, text: &str) -> bool {
-    let hir = compile(tag, &TagOptions::xgrammar()).unwrap().hir;
-    let nfa = Nfa::for_lazy(&hir, &NfaConfig::default(), &DfaConfig::default()).unwrap();
-    let mut d = Determinizer::new(nfa, Anchors::WHOLE_TEXT, 100_000).unwrap();
-    let (mut state, mut row) = (1, Vec::new());
-    for b in text.bytes() {
-        d.next_row(state, &mut row).unwrap();
-        state = row[d.classes().get(b) as usize];
-    }
-    d.is_accepting(state)
+    matches_lazily(&compile(tag, &TagOptions::xgrammar()).unwrap().hir, text)
 }
 
 fn structural(format: Value) -> Value {

@@ -1,22 +1,9 @@
 use super::*;
-use crate::dfa::{Anchors, Determinizer, DfaConfig};
 use crate::grammar::{compile, Syntax};
-use crate::nfa::{Nfa, NfaConfig};
+use crate::testing::matches_lazily as matches;
 
 fn lark(text: &str) -> Hir {
     compile(text, Syntax::Lark, "root").unwrap()
-}
-
-/// Whether `text` is in the language, by the lazy construction the token index uses.
-fn matches(hir: &Hir, text: &str) -> bool {
-    let nfa = Nfa::for_lazy(hir, &NfaConfig::default(), &DfaConfig::default()).unwrap();
-    let mut d = Determinizer::new(nfa, Anchors::WHOLE_TEXT, 100_000).unwrap();
-    let (mut state, mut row) = (1, Vec::new());
-    for b in text.bytes() {
-        d.next_row(state, &mut row).unwrap();
-        state = row[d.classes().get(b) as usize];
-    }
-    d.is_accepting(state)
 }
 
 fn refused(text: &str) -> (u32, u32, String) {
