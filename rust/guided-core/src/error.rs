@@ -57,11 +57,11 @@ pub enum Error {
     #[error("vocabulary error: {0}")]
     Vocabulary(String),
     /// A token the constraint does not allow in this state, or an id out of range.
-    #[error("invalid token {token} in state {state}: {message}")]
+    #[error("invalid token {token} in {}: {message}", state_name(*state))]
     InvalidToken {
         /// The token id.
         token: i64,
-        /// The automaton state it was offered in.
+        /// The automaton state it was offered in (`u32::MAX`: the terminal state, after EOS).
         state: u32,
         /// Why it was refused.
         message: String,
@@ -79,6 +79,16 @@ impl Error {
             value: value as u64,
             maximum: maximum as u64,
         }
+    }
+}
+
+/// How an error names a state: the terminal state (`u32::MAX`, after EOS) has no number a
+/// caller would recognise.
+fn state_name(state: u32) -> String {
+    if state == u32::MAX {
+        "the terminal state (EOS was accepted)".to_string()
+    } else {
+        format!("state {state}")
     }
 }
 

@@ -4,6 +4,7 @@
 //! and docstrings and be subclassed like any other exception; this module imports them lazily and
 //! instantiates the right one with the right attributes.
 
+use guided_core::index::TERMINAL;
 use guided_core::Error;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -65,7 +66,18 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
                 "InvalidTokenError",
                 vec![
                     ("token", token.into_pyobject(py)?.into_any().unbind()),
-                    ("state", state.into_pyobject(py)?.into_any().unbind()),
+                    // -1 is the terminal state everywhere in the Python API
+                    (
+                        "state",
+                        (if state == TERMINAL {
+                            -1
+                        } else {
+                            i64::from(state)
+                        })
+                        .into_pyobject(py)?
+                        .into_any()
+                        .unbind(),
+                    ),
                 ],
             ),
         };
