@@ -201,6 +201,16 @@ def test_compile_a_grammar(tmp_path: Path) -> None:
     grammar.write_text("list ::= item\n")
     result = guided_cli("compile", "--grammar", str(grammar), "--root", "list", "--tokenizer", path)
     assert result.returncode == EXIT_CONSTRAINT and "undefined rule `item`" in result.stderr
+    # a .lark file is read as Lark (root `start`), and `--syntax` says so for any file
+    text = 'start: "[" [item ("," item)*] "]"\n?item: INT | start\n%import common.INT\n'
+    lark, plain = tmp_path / "list.lark", tmp_path / "list.txt"
+    lark.write_text(text)
+    plain.write_text(text)
+    for args in (["--grammar", str(lark)], ["--grammar", str(plain), "--syntax", "lark"]):
+        result = guided_cli("compile", *args, "--tokenizer", path)
+        assert result.returncode == EXIT_OK, result.stderr
+        (record,) = records(result.stdout)
+        assert 0 < record["allowed_at_start"] < 100
 
 
 class Terminal(io.StringIO):
