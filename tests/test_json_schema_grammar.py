@@ -122,8 +122,12 @@ def test_recursion_nests_as_deep_as_the_call_stack() -> None:
         if depth <= 40:
             assert checker.is_valid(value) and matcher.accepts(value, STYLES[0]), depth
         assert accepts_text(index, json.dumps(value)), depth
-    # Far past 256 open calls the text is not matched: the documented bound.
-    assert not accepts_text(index, json.dumps(chain(300)))
+    # Past 256 open calls the step that needs one more fails with a typed error (the documented
+    # bound), and the index stays usable.
+    with pytest.raises(guided.SizeLimitError, match="max_stack") as raised:
+        accepts_text(index, json.dumps(chain(300)))
+    assert raised.value.limit == "max_stack" and raised.value.maximum == 256
+    assert accepts_text(index, json.dumps(chain(4)))
     # The regular form unrolls instead, so the DFA stops at max_recursion_depth.
     dfa = Matcher.of(guided._lib.schema_dfa(json.dumps(TREE), max_recursion_depth=3))
     assert dfa.accepts(chain(2), STYLES[0]) and not dfa.accepts(chain(10), STYLES[0])
@@ -136,19 +140,23 @@ def test_recursion_nests_as_deep_as_the_call_stack() -> None:
     assert not checker.is_valid(bad) and not matcher.accepts(bad, STYLES[0])
 
 
-def test_no_prefix_leads_past_the_call_stack() -> None:
-    """A prefix that could only be completed deeper than the stack allows is dead, so a mask never
-    lets generation walk into a text it cannot finish."""
+def test_nesting_past_the_call_stack_is_an_error_not_a_narrower_language() -> None:
+    """Every prefix the schema allows stays live whatever its depth: the step that would open one
+    call too many raises SizeLimitError, and every state built before it still closes."""
     index = guided.TokenIndex.from_json_schema(
         {"type": "array", "items": {"$ref": "#"}}, BYTE_VOCAB
     )
     state, depth = index.initial_state, 0
-    while depth < 1000:
-        after = index.next_state(state, ord("["))
-        if after == 0:
-            break
-        state, depth = after, depth + 1
-    assert 256 <= depth < 1000
+    with pytest.raises(guided.SizeLimitError, match="max_stack"):
+        while depth < 1000:
+            after = index.next_state(state, ord("["))
+            assert after != 0, depth
+            state, depth = after, depth + 1
+    assert 255 <= depth <= 256
+    # The deepest state's mask is the language's: it still allows the opening bracket whose step
+    # fails, and the index stays usable after the failure.
+    allowed = index.allowed(state)
+    assert allowed[ord("[")] and allowed[ord("]")] and not allowed[ord("x")]
     # The deepest live prefix still closes.
     for _ in range(depth):
         state = index.next_state(state, ord("]"))

@@ -143,6 +143,15 @@ impl Machine {
         self.accepting.len()
     }
 
+    /// `state`, unless it is the determinizer's overflow state: a text that opens more calls
+    /// than the stack allows is an error at the step that needs them, not a state.
+    fn reached(&self, state: u32) -> Result<u32> {
+        match &self.determinizer {
+            Some(det) if det.overflow_state() == Some(state) => Err(det.overflow_error()),
+            _ => Ok(state),
+        }
+    }
+
     fn is_complete(&self) -> bool {
         self.unexplored == 0
     }
@@ -511,7 +520,7 @@ impl TokenIndex {
         {
             let m = read(&self.machine);
             if let Some(t) = walk_bytes(&m, state, bytes) {
-                return Ok(t);
+                return m.reached(t);
             }
         }
         let mut m = write(&self.machine);
@@ -523,7 +532,7 @@ impl TokenIndex {
                 break;
             }
         }
-        Ok(s)
+        m.reached(s)
     }
 
     /// The mask of tokens allowed in `state` (EOS included where it accepts).

@@ -33,9 +33,10 @@
 //! one `u64` (`Entry`) with stacks interned as frames (`Stacks`) so that equal stacks are
 //! equal integers. A DFA state is thus a set of pushdown configurations, and since the stack can
 //! grow without end, so could the construction: calls open at once are bounded
-//! ([`Determinizer::with_call_depth`], 256 by default), and a step that needs a deeper call fails
-//! with a size-limit error rather than build a state that would refuse what the grammar allows. Only the configurations the input reaches are ever built, which is what makes a
-//! recursive schema cheap lazily and impossible eagerly. Which configurations can still lead to a
+//! ([`Determinizer::with_call_depth`], 256 by default), and a successor that needs a deeper call
+//! is one shared overflow state whose row is a size-limit error, rather than a state that would
+//! refuse what the grammar allows. Only the configurations the input reaches are ever built,
+//! which is what makes a recursive schema cheap lazily and impossible eagerly. Which configurations can still lead to a
 //! match now depends on the stack; `CallNeeds` answers that per state and per frame. Without
 //! rules every stack is the empty one and an entry is just the state's id.
 //!
@@ -64,6 +65,9 @@ type Entry = u64;
 
 /// Marks an accepting state's key; never a valid entry.
 const MATCH_MARK: Entry = Entry::MAX;
+
+/// The whole key of the overflow state ([`Determinizer::overflow_state`]); never a valid entry.
+const OVERFLOW_MARK: Entry = Entry::MAX - 1;
 
 /// The call stack no rule has been entered on.
 const EMPTY_STACK: u32 = 0;
@@ -118,6 +122,9 @@ pub struct Determinizer {
     memo: FxHashMap<Vec<Entry>, u32>,
     /// Which states can still lead to a match (see [`Liveness`]).
     live: Liveness,
+    /// The state standing for every successor that would open a call past the stack's bound,
+    /// made the first time one is met.
+    overflow: Option<u32>,
     /// The call stacks met so far (only ever the empty one without rules).
     stacks: Stacks,
     /// Per embedded automaton, the automaton's class of each of this construction's classes
@@ -131,10 +138,12 @@ impl Determinizer {
         Self::with_call_depth(nfa, anchors, max_states, DEFAULT_MAX_CALL_DEPTH)
     }
 
-    /// [`Determinizer::new`], with at most `max_call_depth` rule calls open at once: a step
-    /// whose state would hold a deeper call fails with [`Error::SizeLimit`] (`max_stack`), so
-    /// every state built holds the language's own configurations, none pruned for depth. Rules
-    /// do not mix with anchors (`^`, `$`).
+    /// [`Determinizer::new`], with at most `max_call_depth` rule calls open at once. A
+    /// successor that would hold a deeper call is the overflow state
+    /// ([`Determinizer::overflow_state`]), whose row fails with [`Error::SizeLimit`]
+    /// (`max_stack`): every other state holds the language's own configurations, none pruned
+    /// for depth, and a state with one deep successor keeps all its others. Rules do not mix
+    /// with anchors (`^`, `$`).
     pub fn with_call_depth(
         nfa: Nfa,
         anchors: Anchors,
@@ -191,6 +200,7 @@ impl Determinizer {
             key: Vec::new(),
             memo: FxHashMap::default(),
             live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
+            overflow: None,
             stacks: Stacks::new(max_call_depth),
             class_maps,
             nfa,
@@ -201,7 +211,9 @@ impl Determinizer {
         // The start state is always 1, even when its key repeats the dead state's.
         let start = entry(d.nfa.start(), EMPTY_STACK);
         d.closure(&[start], true);
-        d.stacks.take_overflow()?;
+        if d.stacks.take_overflow() {
+            return Err(d.overflow_error());
+        }
         d.charge()?;
         let key: Arc<[Entry]> = Arc::from(d.key.as_slice());
         d.ids.entry(Arc::clone(&key)).or_insert(1);
@@ -241,10 +253,28 @@ impl Determinizer {
             .is_some_and(|k| k.last() == Some(&MATCH_MARK))
     }
 
+    /// The state standing for successors that would open more calls than the bound allows, if
+    /// one has been met. It does not accept, and its row is the [`Error::SizeLimit`]
+    /// (`max_stack`) the text met: a caller that steps into it reports that error rather than a
+    /// state, and a mask may still allow the token that leads there, since the language does.
+    pub fn overflow_state(&self) -> Option<u32> {
+        self.overflow
+    }
+
+    /// The error the overflow state stands for.
+    pub(crate) fn overflow_error(&self) -> Error {
+        let limit = self.stacks.max_depth as usize;
+        Error::size_limit("max_stack", limit + 1, limit)
+    }
+
     /// Fills `row` with the successor of `state` on every class, creating the states that are
-    /// new. A state that does not exist gets a dead row.
+    /// new. A state that does not exist gets a dead row; the overflow state has no row and
+    /// fails with the stack bound ([`Determinizer::overflow_state`]).
     pub fn next_row(&mut self, state: u32, row: &mut Vec<u32>) -> Result<()> {
         self.check_products()?;
+        if self.overflow == Some(state) {
+            return Err(self.overflow_error());
+        }
         let k = self.classes.num_classes();
         row.clear();
         row.resize(k, 0);
@@ -310,7 +340,10 @@ impl Determinizer {
     /// The id of the state reached when the NFA is in `kernel` after at least one byte.
     fn add_state(&mut self, kernel: &[Entry]) -> Result<u32> {
         self.closure(kernel, false);
-        self.stacks.take_overflow()?;
+        if self.stacks.take_overflow() {
+            self.key.clear();
+            self.key.push(OVERFLOW_MARK);
+        }
         if let Some(&id) = self.ids.get(self.key.as_slice()) {
             return Ok(id);
         }
@@ -324,6 +357,9 @@ impl Determinizer {
         self.charge()?;
         let id = self.sets.len() as u32;
         let key: Arc<[Entry]> = Arc::from(self.key.as_slice());
+        if self.key == [OVERFLOW_MARK] {
+            self.overflow = Some(id);
+        }
         self.ids.insert(Arc::clone(&key), id);
         self.sets.push(key);
         Ok(id)
@@ -796,7 +832,8 @@ impl CallNeeds {
 ///
 /// At most `max_depth` counted calls are open at once. A live call past that is not dropped
 /// (the state would then refuse text the grammar allows): it marks the stacks as overflowed, and
-/// the construction fails the step that needed it with [`Error::SizeLimit`] (`max_stack`).
+/// the successor being built becomes the overflow state, whose row is [`Error::SizeLimit`]
+/// (`max_stack`).
 #[derive(Clone, Debug)]
 struct Stacks {
     max_depth: u32,
@@ -820,13 +857,9 @@ impl Stacks {
         }
     }
 
-    /// Fails with the stack limit if a call past it was met since the last check.
-    fn take_overflow(&mut self) -> Result<()> {
-        if std::mem::take(&mut self.overflowed) {
-            let limit = self.max_depth as usize;
-            return Err(Error::size_limit("max_stack", limit + 1, limit));
-        }
-        Ok(())
+    /// Whether a call past the bound was met since the last check.
+    fn take_overflow(&mut self) -> bool {
+        std::mem::take(&mut self.overflowed)
     }
 
     fn depth(&self, stack: u32) -> u32 {
@@ -1305,45 +1338,49 @@ mod tests {
                     if len == 8 {
                         continue;
                     }
-                    let longer = |b: u8| [text.as_slice(), &[b]].concat();
-                    let too_deep = alphabet
-                        .iter()
-                        .any(|&b| completion_depth(&longer(b)).is_some_and(|n| n > max_depth));
-                    match d.next_row(*state, &mut row) {
-                        Err(Error::SizeLimit { limit, .. }) => {
-                            assert_eq!(limit, "max_stack");
-                            assert!(too_deep, "{text:?} failed at depth {max_depth}");
+                    // a state with one successor too deep still has its row, and every other
+                    // successor in it
+                    d.next_row(*state, &mut row).unwrap();
+                    for &b in alphabet {
+                        let longer = [text.as_slice(), &[b]].concat();
+                        let need = completion_depth(&longer);
+                        let to = row[d.classes().get(b) as usize];
+                        if Some(to) == d.overflow_state() {
+                            assert!(
+                                need.is_some_and(|n| n > max_depth),
+                                "{longer:?} overflowed at depth {max_depth}"
+                            );
                             overflows += 1;
                             continue;
                         }
-                        other => other.unwrap(),
-                    }
-                    assert!(
-                        !too_deep,
-                        "{text:?} at depth {max_depth} should have failed"
-                    );
-                    for &b in alphabet {
-                        let to = row[d.classes().get(b) as usize];
-                        assert_eq!(
-                            to != 0,
-                            completion_depth(&longer(b)).is_some(),
-                            "{:?}",
-                            longer(b)
+                        assert_eq!(to != 0, need.is_some(), "{longer:?}");
+                        assert!(
+                            need.is_none_or(|n| n <= max_depth),
+                            "{longer:?} at depth {max_depth} should have overflowed"
                         );
                         if to != 0 {
-                            next.push((longer(b), to));
+                            next.push((longer, to));
                         }
                     }
                 }
                 layer = next;
             }
             assert!(overflows > 0, "texts up to 8 bytes nest past {max_depth}");
-            // a failed step leaves the construction usable: the start state's row is whole
-            // again, or fails again with the same limit (one open call cannot start a list)
-            match d.next_row(1, &mut row) {
-                Ok(()) => assert!(d.is_accepting(row[d.classes().get(b'a') as usize])),
-                Err(e) => assert!(max_depth == 1 && matches!(e, Error::SizeLimit { .. })),
+            // the overflow state is no state to go on from: its row is the limit
+            let overflow = d.overflow_state().unwrap();
+            assert!(!d.is_accepting(overflow));
+            match d.next_row(overflow, &mut row) {
+                Err(Error::SizeLimit { limit, maximum, .. }) => {
+                    assert_eq!(
+                        (limit.as_str(), maximum),
+                        ("max_stack", u64::from(max_depth))
+                    );
+                }
+                other => panic!("expected the stack limit, got {other:?}"),
             }
+            // and the construction stays usable
+            d.next_row(1, &mut row).unwrap();
+            assert!(d.is_accepting(row[d.classes().get(b'a') as usize]));
         }
     }
 
