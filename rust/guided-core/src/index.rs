@@ -889,6 +889,42 @@ mod tests {
         out
     }
 
+    /// Deep expressions compile on any stack: an object with thousands of optional members is an
+    /// expression nested once per member (see `json_schema::objects`), and its index and printed
+    /// form are built on a thread with a small stack, where recursion a level per member would
+    /// overflow it long before the work budget ends the compilation.
+    #[test]
+    fn thousands_of_optional_members_compile_on_a_small_stack() {
+        let properties: serde_json::Map<String, serde_json::Value> = (0..5_000)
+            .map(|i| (format!("p{i}"), serde_json::json!({"type": "integer"})))
+            .collect();
+        let schema = serde_json::json!({"type": "object", "properties": properties});
+        let small = std::thread::Builder::new().stack_size(256 * 1024);
+        let worker = small.spawn(move || {
+            let bytes: Vec<String> = (b' '..=b'~').map(|b| (b as char).to_string()).collect();
+            let v = vocab(&bytes.iter().map(String::as_str).collect::<Vec<_>>(), 0);
+            let tries = Arc::new(TokenIndex::tries_for(&v).unwrap());
+            let opts = SchemaOptions::default();
+            let config = IndexConfig::default();
+            let (index, _) = TokenIndex::from_json_schema(&schema, &opts, v, tries, &config)
+                .expect("5,000 optional members are within the budgets");
+            let mut state = index.initial_state();
+            for &b in br#"{"p4999":1}"# {
+                state = index.next_state(state, i64::from(b - b' ' + 1)).unwrap();
+            }
+            let end = index.next_state(state, 0).unwrap();
+            let printed = json_schema::json_schema_to_regex(&schema, &opts).map(|(r, _)| r.len());
+            (end, printed)
+        });
+        let (end, printed) = worker.unwrap().join().expect("no stack overflow");
+        assert_eq!(end, TERMINAL);
+        // The printed form may be past its node budget, but says so.
+        assert!(
+            matches!(printed, Ok(_) | Err(Error::SizeLimit { .. })),
+            "{printed:?}"
+        );
+    }
+
     #[test]
     fn masks_equal_brute_force_lazy_and_complete() {
         let v = vocab(&["a", "b", "ab", "ba", "1", "12", "x", "aa", "b1"], 9);

@@ -24,6 +24,7 @@ pub mod json_schema;
 pub mod nfa;
 pub mod regex;
 pub mod slice;
+mod stack;
 pub mod stop;
 pub mod structural_tag;
 #[cfg(test)]

@@ -717,6 +717,10 @@ impl Builder {
     }
 
     fn compile(&mut self, hir: &Hir) -> Result<Frag> {
+        hir.recurse(|| self.compile_node(hir))
+    }
+
+    fn compile_node(&mut self, hir: &Hir) -> Result<Frag> {
         match hir {
             Hir::Empty => self.empty(),
             Hir::Literal(bytes) => self.literal(bytes),

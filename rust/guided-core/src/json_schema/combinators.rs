@@ -422,10 +422,7 @@ impl<'a> Compiler<'a> {
                 Some([Value::String(name)]) => {
                     // `required` holds for every value that is not an object, so its negation
                     // is "an object without the name".
-                    let name: Rc<str> = Rc::from(name.as_str());
-                    if !flat.forbidden.contains(&name) {
-                        flat.forbidden.push(name);
-                    }
+                    flat.forbidden.insert(Rc::from(name.as_str()));
                     let others = Types::ALL.minus(Types::OBJ);
                     flat.excluded_types =
                         Some(flat.excluded_types.unwrap_or(Types::NONE).or(others));

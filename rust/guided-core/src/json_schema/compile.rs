@@ -51,6 +51,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::sync::{LazyLock, Mutex};
 
+use indexmap::IndexSet;
 use rustc_hash::FxHashSet;
 use serde_json::Value;
 
@@ -120,10 +121,11 @@ pub(crate) struct Flat<'a> {
     pub(crate) schemas: Vec<SchemaRef<'a>>,
     /// Schemas the value must not satisfy.
     pub(crate) nots: Vec<SchemaRef<'a>>,
-    /// Names an object must have (beyond `required` keywords).
-    pub(crate) required: Vec<Rc<str>>,
+    /// Names an object must have (beyond `required` keywords), in the order first met: sets,
+    /// since a schema may list a hundred thousand of them.
+    pub(crate) required: IndexSet<Rc<str>>,
     /// Names an object must not have.
-    pub(crate) forbidden: Vec<Rc<str>>,
+    pub(crate) forbidden: IndexSet<Rc<str>>,
     /// Types excluded by a folded `not`.
     pub(crate) excluded_types: Option<Types>,
     /// String values excluded by a folded `not`.
@@ -817,15 +819,11 @@ impl<'a> Compiler<'a> {
         while let Some(p) = queue.pop_front() {
             let s = match p {
                 Part::Require(n) => {
-                    if !flat.required.contains(&n) {
-                        flat.required.push(n);
-                    }
+                    flat.required.insert(n);
                     continue;
                 }
                 Part::Forbid(n) => {
-                    if !flat.forbidden.contains(&n) {
-                        flat.forbidden.push(n);
-                    }
+                    flat.forbidden.insert(n);
                     continue;
                 }
                 Part::Exclude(t) => {

@@ -298,7 +298,7 @@ pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
         h
     };
     fn expand(h: &Hir) -> Hir {
-        match h {
+        h.recurse(|| match h {
             Hir::Shared(s) => expand(s.hir()),
             Hir::Intersection(v) => Hir::intersection(v.iter().map(expand)),
             Hir::Concat(v) => Hir::concat(v.iter().map(expand)),
@@ -306,7 +306,7 @@ pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
             Hir::Repeat { sub, min, max } => Hir::repeat(expand(sub), *min, *max),
             Hir::Complement(sub) => Hir::complement(expand(sub)),
             other => other.clone(),
-        }
+        })
     }
     match h.expanded_size_within(limit) {
         Some(_) => Ok(expand(h)),
@@ -317,32 +317,36 @@ pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
 /// `h` with every automaton replaced by an expression for it (each converted once, and each
 /// shared node rebuilt once, so sharing survives); `None` when an expression exceeds `budget`.
 fn spell_automata(h: &Hir, budget: usize, done: &mut FxHashMap<Hir, Hir>) -> Option<Hir> {
-    let mut go = |x: &Hir| spell_automata(x, budget, done);
-    Some(match h {
-        Hir::Automaton(a) => match done.get(h) {
-            Some(e) => e.clone(),
-            None => {
-                let e = elimination::automaton_expression(a.dfa(), a.state(), budget)?;
-                done.insert(h.clone(), e.clone());
-                e
+    h.recurse(|| {
+        let mut go = |x: &Hir| spell_automata(x, budget, done);
+        Some(match h {
+            Hir::Automaton(a) => match done.get(h) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = elimination::automaton_expression(a.dfa(), a.state(), budget)?;
+                    done.insert(h.clone(), e.clone());
+                    e
+                }
+            },
+            Hir::Shared(s) => match done.get(h) {
+                Some(e) => e.clone(),
+                None => {
+                    let e = Hir::shared(spell_automata(s.hir(), budget, done)?);
+                    done.insert(h.clone(), e.clone());
+                    e
+                }
+            },
+            Hir::Intersection(v) => {
+                Hir::intersection(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?)
             }
-        },
-        Hir::Shared(s) => match done.get(h) {
-            Some(e) => e.clone(),
-            None => {
-                let e = Hir::shared(spell_automata(s.hir(), budget, done)?);
-                done.insert(h.clone(), e.clone());
-                e
+            Hir::Concat(v) => Hir::concat(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?),
+            Hir::Alternation(v) => {
+                Hir::alternation(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?)
             }
-        },
-        Hir::Intersection(v) => {
-            Hir::intersection(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?)
-        }
-        Hir::Concat(v) => Hir::concat(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?),
-        Hir::Alternation(v) => Hir::alternation(v.iter().map(&mut go).collect::<Option<Vec<_>>>()?),
-        Hir::Repeat { sub, min, max } => Hir::repeat(go(sub)?, *min, *max),
-        Hir::Complement(sub) => Hir::complement(go(sub)?),
-        other => other.clone(),
+            Hir::Repeat { sub, min, max } => Hir::repeat(go(sub)?, *min, *max),
+            Hir::Complement(sub) => Hir::complement(go(sub)?),
+            other => other.clone(),
+        })
     })
 }
 

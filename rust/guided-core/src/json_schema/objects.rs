@@ -30,6 +30,7 @@
 
 use std::rc::Rc;
 
+use indexmap::IndexSet;
 use serde_json::Value;
 
 use super::compile::{Compiler, Ctx, Flat, Lang, Part};
@@ -55,7 +56,7 @@ struct Owner<'a> {
 /// the required names, the member-count bounds, and the `propertyNames` schemas.
 type Owners<'a> = (
     Vec<Owner<'a>>,
-    Vec<Rc<str>>,
+    IndexSet<Rc<str>>,
     u64,
     Option<u64>,
     Vec<SchemaRef<'a>>,
@@ -64,7 +65,7 @@ type Owners<'a> = (
 impl<'a> Compiler<'a> {
     fn owners(&mut self, flat: &Flat<'a>) -> Result<Owners<'a>> {
         let mut owners = Vec::new();
-        let mut required: Vec<Rc<str>> = flat.required.clone();
+        let mut required = flat.required.clone();
         let (mut min, mut max) = (0u64, None::<u64>);
         let mut names_schemas = Vec::new();
         for s in &flat.schemas {
@@ -111,9 +112,7 @@ impl<'a> Compiler<'a> {
                     r.as_str()
                         .ok_or_else(|| self.unsupported("required", &s.ptr, "must list names"))?,
                 );
-                if !required.contains(&r) {
-                    required.push(r);
-                }
+                required.insert(r);
             }
             if let Some(v) = obj.get("minProperties") {
                 min = min.max(self.count_keyword("minProperties", s, v)?);

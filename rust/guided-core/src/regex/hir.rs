@@ -187,7 +187,10 @@ pub enum Look {
 }
 
 /// A regular expression over code points (and, through [`Hir::Literal`], UTF-8 bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Copies, comparisons, hashes and drops recurse through [`crate::stack::deep`], since a schema
+/// can nest an expression far deeper than a thread's stack would hold.
+#[derive(Debug, Eq)]
 pub enum Hir {
     /// The empty string.
     Empty,
@@ -383,6 +386,134 @@ impl Hash for Shared {
     }
 }
 
+/// Dropping recurses through [`crate::stack::deep`] too: the compiler's drop glue would otherwise
+/// recurse a level per node on the caller's stack.
+impl Drop for Hir {
+    fn drop(&mut self) {
+        match self {
+            Hir::Concat(children) | Hir::Alternation(children) | Hir::Intersection(children) => {
+                let children = std::mem::take(children);
+                crate::stack::deep(move || drop(children));
+            }
+            Hir::Repeat { sub, .. } | Hir::Complement(sub) if sub.has_children() => {
+                let sub = std::mem::replace(&mut **sub, Hir::Empty);
+                crate::stack::deep(move || drop(sub));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl PartialEq for Hir {
+    fn eq(&self, other: &Self) -> bool {
+        if std::mem::discriminant(self) != std::mem::discriminant(other) {
+            return false;
+        }
+        let compare = || match (self, other) {
+            (Hir::Empty, Hir::Empty) => true,
+            (Hir::Literal(a), Hir::Literal(b)) => a == b,
+            (Hir::Class(a), Hir::Class(b)) => a == b,
+            (Hir::Look(a), Hir::Look(b)) => a == b,
+            (Hir::Concat(a), Hir::Concat(b))
+            | (Hir::Alternation(a), Hir::Alternation(b))
+            | (Hir::Intersection(a), Hir::Intersection(b)) => a == b,
+            (
+                Hir::Repeat { sub, min, max },
+                Hir::Repeat {
+                    sub: sub2,
+                    min: min2,
+                    max: max2,
+                },
+            ) => min == min2 && max == max2 && sub == sub2,
+            (Hir::Complement(a), Hir::Complement(b)) => a == b,
+            (Hir::Shared(a), Hir::Shared(b)) => a == b,
+            (Hir::Automaton(a), Hir::Automaton(b)) => a == b,
+            (Hir::Call(a), Hir::Call(b)) => a == b,
+            (Hir::Grammar(a), Hir::Grammar(b)) => a == b,
+            _ => false,
+        };
+        self.recurse(compare)
+    }
+}
+
+impl Hash for Hir {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let feed = |state: &mut H| {
+            std::mem::discriminant(self).hash(state);
+            match self {
+                Hir::Empty => {}
+                Hir::Literal(bytes) => bytes.hash(state),
+                Hir::Class(set) => set.hash(state),
+                Hir::Look(look) => look.hash(state),
+                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => v.hash(state),
+                Hir::Repeat { sub, min, max } => {
+                    sub.hash(state);
+                    min.hash(state);
+                    max.hash(state);
+                }
+                Hir::Complement(sub) => sub.hash(state),
+                Hir::Shared(shared) => shared.hash(state),
+                Hir::Automaton(automaton) => automaton.hash(state),
+                Hir::Call(call) => call.hash(state),
+                Hir::Grammar(grammar) => grammar.hash(state),
+            }
+        };
+        self.recurse(|| feed(state))
+    }
+}
+
+impl Clone for Hir {
+    fn clone(&self) -> Self {
+        let copy = || match self {
+            Hir::Empty => Hir::Empty,
+            Hir::Literal(bytes) => Hir::Literal(bytes.clone()),
+            Hir::Class(set) => Hir::Class(set.clone()),
+            Hir::Look(look) => Hir::Look(*look),
+            Hir::Concat(children) => Hir::Concat(children.clone()),
+            Hir::Alternation(children) => Hir::Alternation(children.clone()),
+            Hir::Repeat { sub, min, max } => Hir::Repeat {
+                sub: sub.clone(),
+                min: *min,
+                max: *max,
+            },
+            Hir::Intersection(children) => Hir::Intersection(children.clone()),
+            Hir::Complement(sub) => Hir::Complement(sub.clone()),
+            Hir::Shared(shared) => Hir::Shared(shared.clone()),
+            Hir::Automaton(automaton) => Hir::Automaton(automaton.clone()),
+            Hir::Call(call) => Hir::Call(*call),
+            Hir::Grammar(grammar) => Hir::Grammar(grammar.clone()),
+        };
+        self.recurse(copy)
+    }
+}
+
+impl Hir {
+    /// Runs `f`, a step of a pass that recurses into this node's children, with room on the
+    /// stack for it ([`crate::stack::deep`]); a node without children needs no check.
+    #[inline(always)]
+    pub(crate) fn recurse<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.has_children() {
+            crate::stack::deep(f)
+        } else {
+            f()
+        }
+    }
+
+    /// Whether the node holds child expressions of its own (a shared node's contents are held by
+    /// reference, and a grammar's rules behind an `Arc`, so neither counts).
+    #[inline]
+    fn has_children(&self) -> bool {
+        matches!(
+            self,
+            Hir::Concat(_)
+                | Hir::Alternation(_)
+                | Hir::Intersection(_)
+                | Hir::Repeat { .. }
+                | Hir::Complement(_)
+        )
+    }
+}
+
 impl Hir {
     /// Matches nothing at all.
     pub fn nothing() -> Hir {
@@ -422,17 +553,26 @@ impl Hir {
     /// nothing.
     pub fn concat(children: impl IntoIterator<Item = Hir>) -> Hir {
         let mut out: Vec<Hir> = Vec::new();
-        for child in children {
-            match child {
-                Hir::Empty => {}
-                c if c.is_nothing() => return Hir::nothing(),
-                Hir::Concat(inner) => out.extend(inner),
-                Hir::Literal(bytes) => match out.last_mut() {
-                    Some(Hir::Literal(prev)) => prev.extend_from_slice(&bytes),
-                    _ => out.push(Hir::Literal(bytes)),
-                },
-                c => out.push(c),
+        for mut child in children {
+            if child.is_nothing() {
+                return Hir::nothing();
             }
+            // Children are taken out of a node, not moved: `Hir` has its own `Drop`.
+            match &mut child {
+                Hir::Empty => continue,
+                Hir::Concat(inner) => {
+                    out.append(inner);
+                    continue;
+                }
+                Hir::Literal(bytes) => {
+                    if let Some(Hir::Literal(prev)) = out.last_mut() {
+                        prev.extend_from_slice(bytes);
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+            out.push(child);
         }
         match out.len() {
             0 => Hir::Empty,
@@ -454,15 +594,17 @@ impl Hir {
             h.hash(&mut hasher);
             hasher.finish()
         };
-        for child in children {
-            match child {
-                c if c.is_nothing() => {}
-                Hir::Alternation(inner) => out.extend(inner),
+        for mut c in children {
+            if c.is_nothing() {
+                continue;
+            }
+            match &mut c {
+                Hir::Alternation(inner) => out.append(inner),
                 Hir::Class(set) => match out.last_mut() {
-                    Some(Hir::Class(prev)) => *prev = prev.union(&set),
-                    _ => out.push(Hir::Class(set)),
+                    Some(Hir::Class(prev)) => *prev = prev.union(set),
+                    _ => out.push(c),
                 },
-                c => {
+                _ => {
                     if hashes.is_none() && out.len() >= ALTERNATIVES_COMPARED {
                         let mut map: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
                         for (i, h) in out.iter().enumerate() {
@@ -536,11 +678,13 @@ impl Hir {
     /// Strings every child matches.
     pub fn intersection(children: impl IntoIterator<Item = Hir>) -> Hir {
         let mut out: Vec<Hir> = Vec::new();
-        for child in children {
-            match child {
-                c if c.is_nothing() => return Hir::nothing(),
-                Hir::Intersection(inner) => out.extend(inner),
-                c => {
+        for mut c in children {
+            if c.is_nothing() {
+                return Hir::nothing();
+            }
+            match &mut c {
+                Hir::Intersection(inner) => out.append(inner),
+                _ => {
                     if !out.contains(&c) {
                         out.push(c)
                     }
@@ -555,11 +699,11 @@ impl Hir {
     }
 
     /// Valid UTF-8 strings that `sub` does not match.
-    pub fn complement(sub: Hir) -> Hir {
-        match sub {
-            Hir::Complement(inner) => *inner,
-            s => Hir::Complement(Box::new(s)),
+    pub fn complement(mut sub: Hir) -> Hir {
+        if let Hir::Complement(inner) = &mut sub {
+            return std::mem::replace(&mut **inner, Hir::Empty);
         }
+        Hir::Complement(Box::new(sub))
     }
 
     /// `sub` behind a [`Hir::Shared`] node (unless it is one already, or matches nothing).
@@ -576,7 +720,10 @@ impl Hir {
     /// anything but a shared node is returned as it is).
     pub fn pinned(self) -> Hir {
         match self {
-            Hir::Shared(s) => Hir::Shared(Shared { pinned: true, ..s }),
+            Hir::Shared(ref s) => Hir::Shared(Shared {
+                pinned: true,
+                ..s.clone()
+            }),
             other => other,
         }
     }
@@ -611,7 +758,7 @@ impl Hir {
     /// how languages compiled apart (a JSON Schema inside a tool-call tag, a grammar inside
     /// another) share one grammar, which is the only place calls may stand.
     pub fn lift_rules(self, rules: &mut Vec<Hir>) -> Hir {
-        let Hir::Grammar(g) = self else {
+        let Hir::Grammar(ref g) = self else {
             return self;
         };
         let offset = rules.len() as u32;
@@ -629,52 +776,57 @@ impl Hir {
     /// The expression with every call's rule index raised by `offset`; `None` when it calls
     /// nothing (so call-free parts, pinned shared languages included, are kept, not copied).
     fn offset_calls(&self, offset: u32, memo: &mut FxHashMap<u64, Option<Hir>>) -> Option<Hir> {
-        let mut children = |v: &[Hir]| -> Option<Vec<Hir>> {
-            let moved: Vec<Option<Hir>> = v.iter().map(|h| h.offset_calls(offset, memo)).collect();
-            moved.iter().any(Option::is_some).then(|| {
-                moved
-                    .into_iter()
-                    .zip(v)
-                    .map(|(m, h)| m.unwrap_or_else(|| h.clone()))
-                    .collect()
-            })
-        };
-        match self {
-            Hir::Call(c) => Some(Hir::Call(Call {
-                index: c.index + offset,
-                nullable: c.nullable,
-            })),
-            Hir::Concat(v) => children(v).map(Hir::Concat),
-            Hir::Alternation(v) => children(v).map(Hir::Alternation),
-            Hir::Intersection(v) => children(v).map(Hir::Intersection),
-            Hir::Repeat { sub, min, max } => sub.offset_calls(offset, memo).map(|s| Hir::Repeat {
-                sub: Box::new(s),
-                min: *min,
-                max: *max,
-            }),
-            Hir::Complement(sub) => sub
-                .offset_calls(offset, memo)
-                .map(|s| Hir::Complement(Box::new(s))),
-            Hir::Shared(s) => {
-                if let Some(done) = memo.get(&s.id) {
-                    return done.clone();
-                }
-                let moved = s.hir.offset_calls(offset, memo).map(|h| {
-                    Hir::Shared(Shared {
-                        pinned: s.pinned,
-                        ..Shared::new(h)
+        self.recurse(|| {
+            let mut children = |v: &[Hir]| -> Option<Vec<Hir>> {
+                let moved: Vec<Option<Hir>> =
+                    v.iter().map(|h| h.offset_calls(offset, memo)).collect();
+                moved.iter().any(Option::is_some).then(|| {
+                    moved
+                        .into_iter()
+                        .zip(v)
+                        .map(|(m, h)| m.unwrap_or_else(|| h.clone()))
+                        .collect()
+                })
+            };
+            match self {
+                Hir::Call(c) => Some(Hir::Call(Call {
+                    index: c.index + offset,
+                    nullable: c.nullable,
+                })),
+                Hir::Concat(v) => children(v).map(Hir::Concat),
+                Hir::Alternation(v) => children(v).map(Hir::Alternation),
+                Hir::Intersection(v) => children(v).map(Hir::Intersection),
+                Hir::Repeat { sub, min, max } => {
+                    sub.offset_calls(offset, memo).map(|s| Hir::Repeat {
+                        sub: Box::new(s),
+                        min: *min,
+                        max: *max,
                     })
-                });
-                memo.insert(s.id, moved.clone());
-                moved
+                }
+                Hir::Complement(sub) => sub
+                    .offset_calls(offset, memo)
+                    .map(|s| Hir::Complement(Box::new(s))),
+                Hir::Shared(s) => {
+                    if let Some(done) = memo.get(&s.id) {
+                        return done.clone();
+                    }
+                    let moved = s.hir.offset_calls(offset, memo).map(|h| {
+                        Hir::Shared(Shared {
+                            pinned: s.pinned,
+                            ..Shared::new(h)
+                        })
+                    });
+                    memo.insert(s.id, moved.clone());
+                    moved
+                }
+                Hir::Empty
+                | Hir::Literal(_)
+                | Hir::Class(_)
+                | Hir::Look(_)
+                | Hir::Automaton(_)
+                | Hir::Grammar(_) => None,
             }
-            Hir::Empty
-            | Hir::Literal(_)
-            | Hir::Class(_)
-            | Hir::Look(_)
-            | Hir::Automaton(_)
-            | Hir::Grammar(_) => None,
-        }
+        })
     }
 
     /// The language of `dfa` (nothing when it matches nothing).
@@ -743,7 +895,7 @@ impl Hir {
 
     /// Whether the expression matches the empty string (anchors read as empty).
     pub fn nullable(&self) -> bool {
-        match self {
+        self.recurse(|| match self {
             Hir::Empty | Hir::Look(_) => true,
             Hir::Literal(_) | Hir::Class(_) => false,
             Hir::Concat(v) | Hir::Intersection(v) => v.iter().all(Hir::nullable),
@@ -754,13 +906,13 @@ impl Hir {
             Hir::Automaton(a) => a.dfa.is_accepting(a.state),
             Hir::Call(c) => c.nullable,
             Hir::Grammar(g) => g.start.nullable(),
-        }
+        })
     }
 
     /// Whether the expression holds a start anchor, and an end anchor, anywhere (operands of
     /// intersections and complements and shared parts included).
     pub fn anchors(&self) -> (bool, bool) {
-        match self {
+        self.recurse(|| match self {
             Hir::Look(Look::Start) => (true, false),
             Hir::Look(Look::End) => (false, true),
             Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Automaton(_) | Hir::Call(_) => {
@@ -781,7 +933,7 @@ impl Hir {
                 })
             }
             Hir::Shared(s) => s.anchors,
-        }
+        })
     }
 
     /// The nodes of the expression with every shared node's contents counted once: the memory it
@@ -866,81 +1018,84 @@ impl Hir {
     }
 
     fn write_at(&self, f: &mut fmt::Formatter<'_>, need: Prec) -> fmt::Result {
-        if self.prec() < need {
-            f.write_str("(?:")?;
-            self.write_at(f, Prec::Alternation)?;
-            return f.write_str(")");
-        }
-        match self {
-            Hir::Empty => f.write_str("(?:)"),
-            Hir::Literal(bytes) => {
-                for c in String::from_utf8_lossy(bytes).chars() {
-                    write_char(f, c as u32, false)?;
-                }
-                Ok(())
+        self.recurse(|| {
+            if self.prec() < need {
+                f.write_str("(?:")?;
+                self.write_at(f, Prec::Alternation)?;
+                return f.write_str(")");
             }
-            Hir::Class(set) => write_class(f, set),
-            Hir::Look(Look::Start) => f.write_str("^"),
-            Hir::Look(Look::End) => f.write_str("$"),
-            Hir::Concat(children) => {
-                for c in children {
-                    c.write_at(f, Prec::Concat)?;
-                }
-                Ok(())
-            }
-            Hir::Alternation(children) => {
-                for (i, c) in children.iter().enumerate() {
-                    if i > 0 {
-                        f.write_char('|')?;
+            match self {
+                Hir::Empty => f.write_str("(?:)"),
+                Hir::Literal(bytes) => {
+                    for c in String::from_utf8_lossy(bytes).chars() {
+                        write_char(f, c as u32, false)?;
                     }
-                    c.write_at(f, Prec::Concat)?;
+                    Ok(())
                 }
-                Ok(())
-            }
-            Hir::Repeat { sub, .. } => {
-                // `a{2}{3}` reads differently across dialects, so a repeated repeat is grouped.
-                // A repeated anchor (`^*`) is "nothing to repeat" in Python's `re`.
-                let inner = sub.unshared();
-                if matches!(inner, Hir::Repeat { .. } | Hir::Look(_)) || sub.prec() < Prec::Atom {
-                    f.write_str("(?:")?;
+                Hir::Class(set) => write_class(f, set),
+                Hir::Look(Look::Start) => f.write_str("^"),
+                Hir::Look(Look::End) => f.write_str("$"),
+                Hir::Concat(children) => {
+                    for c in children {
+                        c.write_at(f, Prec::Concat)?;
+                    }
+                    Ok(())
+                }
+                Hir::Alternation(children) => {
+                    for (i, c) in children.iter().enumerate() {
+                        if i > 0 {
+                            f.write_char('|')?;
+                        }
+                        c.write_at(f, Prec::Concat)?;
+                    }
+                    Ok(())
+                }
+                Hir::Repeat { sub, .. } => {
+                    // `a{2}{3}` reads differently across dialects, so a repeated repeat is grouped.
+                    // A repeated anchor (`^*`) is "nothing to repeat" in Python's `re`.
+                    let inner = sub.unshared();
+                    if matches!(inner, Hir::Repeat { .. } | Hir::Look(_)) || sub.prec() < Prec::Atom
+                    {
+                        f.write_str("(?:")?;
+                        sub.write_at(f, Prec::Alternation)?;
+                        f.write_str(")")?;
+                    } else {
+                        sub.write_at(f, Prec::Atom)?;
+                    }
+                    write_quantifier(self, f)
+                }
+                Hir::Intersection(children) => {
+                    f.write_str("(?&")?;
+                    for (i, c) in children.iter().enumerate() {
+                        if i > 0 {
+                            f.write_str("&&")?;
+                        }
+                        c.write_at(f, Prec::Alternation)?;
+                    }
+                    f.write_str(")")
+                }
+                Hir::Complement(sub) => {
+                    f.write_str("(?~")?;
                     sub.write_at(f, Prec::Alternation)?;
-                    f.write_str(")")?;
-                } else {
-                    sub.write_at(f, Prec::Atom)?;
+                    f.write_str(")")
                 }
-                write_quantifier(self, f)
-            }
-            Hir::Intersection(children) => {
-                f.write_str("(?&")?;
-                for (i, c) in children.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str("&&")?;
+                Hir::Shared(s) => s.hir.write_at(f, need),
+                // Not a pattern: callers convert automata first (`json_schema::expand_shared`), and
+                // this marker does not parse, so a slip cannot pass for a pattern.
+                Hir::Automaton(a) => write!(f, "(?automaton:{})", a.dfa.num_states()),
+                // Not patterns either: recursion has no regular expression.
+                Hir::Call(c) => write!(f, "(?call:{})", c.index),
+                Hir::Grammar(g) => {
+                    write!(f, "(?grammar:")?;
+                    g.start.write_at(f, Prec::Alternation)?;
+                    for (i, r) in g.rules.iter().enumerate() {
+                        write!(f, ";{i}=")?;
+                        r.write_at(f, Prec::Alternation)?;
                     }
-                    c.write_at(f, Prec::Alternation)?;
+                    f.write_str(")")
                 }
-                f.write_str(")")
             }
-            Hir::Complement(sub) => {
-                f.write_str("(?~")?;
-                sub.write_at(f, Prec::Alternation)?;
-                f.write_str(")")
-            }
-            Hir::Shared(s) => s.hir.write_at(f, need),
-            // Not a pattern: callers convert automata first (`json_schema::expand_shared`), and
-            // this marker does not parse, so a slip cannot pass for a pattern.
-            Hir::Automaton(a) => write!(f, "(?automaton:{})", a.dfa.num_states()),
-            // Not patterns either: recursion has no regular expression.
-            Hir::Call(c) => write!(f, "(?call:{})", c.index),
-            Hir::Grammar(g) => {
-                write!(f, "(?grammar:")?;
-                g.start.write_at(f, Prec::Alternation)?;
-                for (i, r) in g.rules.iter().enumerate() {
-                    write!(f, ";{i}=")?;
-                    r.write_at(f, Prec::Alternation)?;
-                }
-                f.write_str(")")
-            }
-        }
+        })
     }
 }
 

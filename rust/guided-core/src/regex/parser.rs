@@ -1137,11 +1137,11 @@ mod tests {
 
     #[test]
     fn unicode_properties() {
-        let Hir::Class(greek) = parse("\\p{Greek}").unwrap() else {
+        let Hir::Class(ref greek) = parse("\\p{Greek}").unwrap() else {
             panic!("not a class")
         };
         assert!(greek.contains('α' as u32) && !greek.contains('a' as u32));
-        let Hir::Class(not_letter) = parse("\\PL").unwrap() else {
+        let Hir::Class(ref not_letter) = parse("\\PL").unwrap() else {
             panic!("not a class")
         };
         assert!(!not_letter.contains('a' as u32) && not_letter.contains('1' as u32));

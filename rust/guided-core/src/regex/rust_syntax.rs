@@ -209,7 +209,7 @@ mod tests {
 
     fn class_of(pattern: &str) -> ClassSet {
         match rust(pattern).unwrap() {
-            Hir::Class(set) => set,
+            Hir::Class(ref set) => set.clone(),
             other => panic!("{pattern} is not a class: {other:?}"),
         }
     }

@@ -191,7 +191,7 @@ fn recursive_schemas_and_grammars_share_one_grammar() {
             {"type": "tag", "begin": "<g>", "content": {"type": "grammar", "grammar": parens}, "end": "</g>"},
         ]}),
     );
-    let Hir::Grammar(g) = compile(&tag, &TagOptions::xgrammar()).unwrap().hir else {
+    let Hir::Grammar(ref g) = compile(&tag, &TagOptions::xgrammar()).unwrap().hir else {
         panic!("recursive languages make a grammar")
     };
     assert!(g.rules().len() >= 2);
