@@ -597,9 +597,8 @@ CASES = [
         rss_mib=64,
     ),
     # --- a malformed tokenizer.json of 500 MB -----------------------------------------------------
-    # Sparse: a valid-looking start, then zero bytes to 500 MB that cost nothing on disk. There is
-    # no size refusal: the file is read whole (peak RSS ~ file size) and the parser stops at the
-    # first zero byte.
+    # Sparse: a valid-looking start, then zero bytes to 500 MB that cost nothing on disk. Past
+    # max_file_bytes (256 MiB by default) the file is refused by its size, before a byte is read.
     Case(
         "tokenizer-json-500mb-sparse",
         """
@@ -613,12 +612,32 @@ CASES = [
             finally:
                 os.remove(PATH)
         """,
+        "SizeLimitError",
+        "max_file_bytes",
+        seconds=1,
+        rss_mib=64,
+    ),
+    # With the bound raised the file is read whole (peak RSS ~ file size) and the parser stops at
+    # the first zero byte.
+    Case(
+        "tokenizer-json-500mb-sparse-bound-raised",
+        """
+        PATH = os.path.join(TMP, "tokenizer.json")
+        with open(PATH, "wb") as f:
+            f.write(b'{"model": {"type": "BPE", "vocab": {"a": 0, ')
+            f.truncate(500_000_000)
+        def run():
+            try:
+                guided.Vocabulary.from_tokenizer_json(PATH, max_file_bytes=1 << 30)
+            finally:
+                os.remove(PATH)
+        """,
         "VocabularyError",
         seconds=8,
         rss_mib=1280,
     ),
-    # Larger than the cap: the read must fail as an error, not abort the process on a failed
-    # allocation.
+    # Larger than the address-space cap, with the bound raised past it: the read fails as an
+    # error, not an abort on a failed allocation.
     Case(
         "tokenizer-json-4gb-sparse-over-cap",
         """
@@ -628,11 +647,29 @@ CASES = [
             f.truncate(4_000_000_000)
         def run():
             try:
-                guided.Vocabulary.from_tokenizer_json(PATH)
+                guided.Vocabulary.from_tokenizer_json(PATH, max_file_bytes=1 << 40)
             finally:
                 os.remove(PATH)
         """,
         "VocabularyError",
+        seconds=1,
+        rss_mib=64,
+    ),
+    Case(
+        "tiktoken-500mb-sparse",
+        """
+        PATH = os.path.join(TMP, "o200k_base.tiktoken")
+        with open(PATH, "wb") as f:
+            f.write(b"IQ== 0\\n")
+            f.truncate(500_000_000)
+        def run():
+            try:
+                guided.Vocabulary.from_tiktoken(PATH)
+            finally:
+                os.remove(PATH)
+        """,
+        "SizeLimitError",
+        "max_file_bytes",
         seconds=1,
         rss_mib=64,
     ),
@@ -830,6 +867,9 @@ def test_hostile_input_is_bounded(case: Case, tmp_path: Path) -> None:
         assert report["typed"], detail
         if case.limit is not None:
             assert report["attrs"].get("limit") == case.limit, detail
+        if case.error == "SizeLimitError":
+            # a size limit says what it met and what it allows
+            assert report["attrs"]["value"] > report["attrs"]["maximum"] > 0, detail
     assert report["elapsed_s"] < case.seconds, f"{case.id}: over {case.seconds} s: {detail}"
     assert report["peak_rss_mib"] < case.rss_mib, f"{case.id}: over {case.rss_mib} MiB: {detail}"
 

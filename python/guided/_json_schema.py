@@ -19,6 +19,26 @@ from guided._errors import SizeLimitError, UnsupportedSchemaError
 __all__ = ["json_schema_text", "json_schema_to_regex", "warn_ignored"]
 
 
+#: The deepest JSON the compiler reads (serde_json's limit, which the compiler reports as
+#: ``SizeLimitError(limit="json_nesting")`` for schema text).
+JSON_NESTING = 128
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and dicts nest in ``value``, counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, depth + 1) for v in item)
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+    return deepest
+
+
 def json_schema_text(schema: Mapping[str, Any] | bool | str) -> str:
     """The JSON text of a schema given as a mapping, a boolean schema, or JSON text."""
     if isinstance(schema, str):
@@ -26,8 +46,12 @@ def json_schema_text(schema: Mapping[str, Any] | bool | str) -> str:
     try:
         return json.dumps(schema, allow_nan=False)
     except RecursionError as exc:
+        depth = nesting(schema)
         raise SizeLimitError(
-            "the schema nests deeper than Python can serialize", limit="json_nesting"
+            f"size limit exceeded: json_nesting reached {depth}, the maximum is {JSON_NESTING}",
+            limit="json_nesting",
+            value=depth,
+            maximum=JSON_NESTING,
         ) from exc
     except (TypeError, ValueError) as exc:
         raise UnsupportedSchemaError(f"the schema is not JSON: {exc}") from exc

@@ -60,7 +60,11 @@ class Vocabulary:
     ) -> None: ...
     @staticmethod
     def from_tokenizer_json(
-        path_or_text: _Path, *, eos_token_ids: _EosIds = None, vocab_size: int | None = None
+        path_or_text: _Path,
+        *,
+        eos_token_ids: _EosIds = None,
+        vocab_size: int | None = None,
+        max_file_bytes: int = 268435456,
     ) -> Vocabulary: ...
     @staticmethod
     def from_tiktoken(
@@ -69,6 +73,7 @@ class Vocabulary:
         special_tokens: Mapping[str, int] | None = None,
         eos_token_ids: _EosIds = None,
         vocab_size: int | None = None,
+        max_file_bytes: int = 268435456,
     ) -> Vocabulary: ...
     @staticmethod
     def from_huggingface(

@@ -99,9 +99,24 @@ fn fs_path(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PathB
     })
 }
 
-fn read_text(path: &Path, what: &str) -> Result<String, Error> {
-    let data = std::fs::read(path)
-        .map_err(|e| Error::Vocabulary(format!("cannot read {what} {}: {e}", path.display())))?;
+/// Largest tokenizer file read by default. Real ones are tens of megabytes (a 256k-token
+/// `tokenizer.json` with its merges is about 35 MB); a file far past that is refused before a byte
+/// of it is read, rather than held whole in memory on its way to a parse error.
+const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
+fn read_text(path: &Path, what: &str, max_bytes: u64) -> Result<String, Error> {
+    let cannot = |e: std::io::Error| {
+        Error::Vocabulary(format!("cannot read {what} {}: {e}", path.display()))
+    };
+    let len = std::fs::metadata(path).map_err(cannot)?.len();
+    if len > max_bytes {
+        return Err(Error::SizeLimit {
+            limit: "max_file_bytes".into(),
+            value: len,
+            maximum: max_bytes,
+        });
+    }
+    let data = std::fs::read(path).map_err(cannot)?;
     String::from_utf8(data).map_err(|e| {
         Error::Vocabulary(format!(
             "{what} {} is not UTF-8 text (invalid byte at offset {})",
@@ -192,13 +207,15 @@ impl PyVocabulary {
     }
 
     /// Reads a Hugging Face `tokenizer.json`: a path if it names an existing file, else JSON text.
+    /// A file larger than `max_file_bytes` is refused with `SizeLimitError` before it is read.
     #[staticmethod]
-    #[pyo3(signature = (path_or_text, *, eos_token_ids = None, vocab_size = None))]
+    #[pyo3(signature = (path_or_text, *, eos_token_ids = None, vocab_size = None, max_file_bytes = DEFAULT_MAX_FILE_BYTES))]
     fn from_tokenizer_json(
         py: Python<'_>,
         path_or_text: &Bound<'_, PyAny>,
         eos_token_ids: Option<&Bound<'_, PyAny>>,
         vocab_size: Option<&Bound<'_, PyAny>>,
+        max_file_bytes: u64,
     ) -> PyResult<Self> {
         enum Source {
             Path(PathBuf),
@@ -232,7 +249,7 @@ impl PyVocabulary {
         let size = size(py, vocab_size)?;
         guard_detached(py, move || {
             let text = match source {
-                Source::Path(p) => read_text(&p, "tokenizer.json file")?,
+                Source::Path(p) => read_text(&p, "tokenizer.json file", max_file_bytes)?,
                 Source::Text(t) => t,
             };
             Vocabulary::from_tokenizer_json(&text, eos, size)
@@ -240,18 +257,20 @@ impl PyVocabulary {
         .map(Self::wrap)
     }
 
-    /// Reads a tiktoken rank file (`base64 rank` per line).
+    /// Reads a tiktoken rank file (`base64 rank` per line); a file larger than `max_file_bytes`
+    /// is refused with `SizeLimitError` before it is read.
     ///
     /// Without `special_tokens`, a file named after one of OpenAI's encodings (`o200k_base`,
     /// `cl100k_base`, `p50k_base`, `r50k_base`) gets that encoding's special tokens.
     #[staticmethod]
-    #[pyo3(signature = (path, *, special_tokens = None, eos_token_ids = None, vocab_size = None))]
+    #[pyo3(signature = (path, *, special_tokens = None, eos_token_ids = None, vocab_size = None, max_file_bytes = DEFAULT_MAX_FILE_BYTES))]
     fn from_tiktoken(
         py: Python<'_>,
         path: &Bound<'_, PyAny>,
         special_tokens: Option<&Bound<'_, PyAny>>,
         eos_token_ids: Option<&Bound<'_, PyAny>>,
         vocab_size: Option<&Bound<'_, PyAny>>,
+        max_file_bytes: u64,
     ) -> PyResult<Self> {
         let path = fs_path(py, path, "path")?;
         let specials: Vec<(String, u32)> = match special_tokens.filter(|s| !s.is_none()) {
@@ -289,7 +308,7 @@ impl PyVocabulary {
         let eos = eos_ids(py, eos_token_ids)?;
         let size = size(py, vocab_size)?;
         guard_detached(py, move || {
-            let text = read_text(&path, "tiktoken file")?;
+            let text = read_text(&path, "tiktoken file", max_file_bytes)?;
             Vocabulary::from_tiktoken(&text, &specials, eos, size)
         })
         .map(Self::wrap)
