@@ -1022,3 +1022,44 @@ def test_bad_fill_arguments_are_refused_and_write_nothing(call: Callable[..., No
     assert (buf == 7).all()
     guide.fill_bitmask(buf, 1)
     assert _allowed(buf[1]) == [ord("a"), ord("c")]
+
+
+# --- deep inputs on a thread with a small stack ---------------------------------------------------
+
+
+def test_deep_inputs_compile_on_a_small_thread_stack() -> None:
+    """Servers call guided from worker threads whose stacks are far smaller than the main
+    thread's 8 MiB. Passes that recurse as deep as the input (an object's optional members nest
+    its expression once per member; locations of a schema nest in one another) grow their stack
+    on the heap, so neither a wide object nor a deep schema can overflow a 256 KiB thread."""
+    import threading
+
+    wide = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(3000)}}
+    deep: dict[str, Any] = {"type": "integer"}
+    for _ in range(60):
+        deep = {"type": "object", "properties": {"a": deep}}
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            index = guided.TokenIndex.from_json_schema(wide, VOCAB)
+            guide = guided.Guide(index)
+            outcome["wide"] = all(guide.accept_token(b) for b in b'{"p2999":7}') and (
+                guide.is_accepting()
+            )
+            outcome["wide_regex"] = len(guided.json_schema_to_regex(wide)) > 0
+            index = guided.TokenIndex.from_json_schema(deep, VOCAB)
+            text = '{"a":' * 60 + "1" + "}" * 60
+            guide = guided.Guide(index)
+            outcome["deep"] = all(guide.accept_token(b) for b in text.encode())
+        except BaseException as exc:  # reported to the test thread
+            outcome["error"] = repr(exc)
+
+    previous = threading.stack_size(256 * 1024)
+    try:
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(previous)
+    assert outcome == {"wide": True, "wide_regex": True, "deep": True}, outcome

@@ -585,7 +585,14 @@ impl<'a> Compiler<'a> {
     /// key, becomes a rule, and the inner occurrence a call of it ([`Hir::Call`]). The language
     /// of the location is then that call too, so that the rule's body is held once; what it
     /// depends on is the key alone, so memoized entries carry no `$ref` counts.
+    ///
+    /// Each location runs through [`crate::stack::deep`]: `max_nesting` bounds how deep they
+    /// nest, but not the stack a caller's thread has (a 2 MiB worker thread, say).
     pub(crate) fn compile_loc(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
+        crate::stack::deep(|| self.compile_loc_guarded(parts, ctx))
+    }
+
+    fn compile_loc_guarded(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
         // Locations nest in the text (`max_nesting` checks that) but also at one place: a `not`
         // or `if` compiles its schema at the location it stands at, and one that refers back
         // to itself through them (`{"if": {"$ref": "#"}}`) would never stop.
