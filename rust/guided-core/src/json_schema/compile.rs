@@ -47,10 +47,13 @@
 //! most `max_free_depth` containers deep.
 
 use std::cell::Cell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::{LazyLock, Mutex};
 
+// Keys come from the schema, which is untrusted: a seeded hasher, but a fast one (the compiler
+// hashes whole expressions to intern them).
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use indexmap::IndexSet;
 use rustc_hash::FxHashSet;
 use serde_json::Value;
@@ -1146,7 +1149,7 @@ impl<'a> Compiler<'a> {
             Some(loc) => loc.names(&self.doc).to_vec(),
             None => declared_names(&self.doc, roots, &|s| flat.seen.contains(&s.ptr)),
         };
-        let mut seen: std::collections::HashSet<Rc<str>> = names.iter().cloned().collect();
+        let mut seen: HashSet<Rc<str>> = names.iter().cloned().collect();
         let mut extra = Vec::new();
         for s in &flat.schemas {
             super::layout::own_names(s, &mut extra);
