@@ -294,6 +294,9 @@ pub(crate) struct Compiler<'a> {
     /// Shared nodes by contents, so that equal languages built at different locations become one
     /// node and so one automaton (see [`Compiler::barrier`]).
     interned: HashMap<Hir, Hir>,
+    /// Number languages by what they ask: most schemas repeat a few (`integer`, `minimum: 0`),
+    /// and each is a few hundred nodes of digit ranges to build.
+    numbers: HashMap<NumberSpec, Hir>,
     /// Compiled locations, for reuse wherever the same parts meet the same context.
     locations: HashMap<LocKey, Vec<Memoized>>,
     /// For each location being compiled, innermost last: the `$ref` targets whose count among
@@ -448,6 +451,7 @@ impl<'a> Compiler<'a> {
             hir_budget: opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR),
             charged: FxHashSet::default(),
             interned: HashMap::new(),
+            numbers: HashMap::new(),
             locations: HashMap::new(),
             consulted: Vec::new(),
             deepest: Cell::new(0),
@@ -1224,6 +1228,16 @@ impl<'a> Compiler<'a> {
         Ok(Lang::union(out))
     }
 
+    /// [`number_language`], remembered per spec for the rest of the compilation.
+    fn number_language_of(&mut self, spec: &NumberSpec) -> Result<Hir> {
+        if let Some(h) = self.numbers.get(spec) {
+            return Ok(h.clone());
+        }
+        let h = number_language(spec)?;
+        self.numbers.insert(spec.clone(), h.clone());
+        Ok(h)
+    }
+
     fn number_language(&mut self, flat: &Flat<'a>, sc: &Scalars<'a>, ctx: &Ctx<'a>) -> Result<Hir> {
         let integer = !sc.types.has(Types::FRAC);
         let spec = NumberSpec {
@@ -1235,7 +1249,7 @@ impl<'a> Compiler<'a> {
             exponents: !integer && self.exponents(flat, ctx),
         };
         let t = sc.types;
-        let lang = number_language(&spec).and_then(|h| {
+        let lang = self.number_language_of(&spec).and_then(|h| {
             let spellings = (t.has(Types::INT), t.has(Types::INT_POINT));
             if spellings == (true, true) || h.is_nothing() {
                 return Ok(h);
@@ -1246,7 +1260,7 @@ impl<'a> Compiler<'a> {
             }
             // Some texts of whole values are out: all of them (every spelling the location
             // admits, exponent texts included), or those of one spelling.
-            let integral = number_language(&NumberSpec {
+            let integral = self.number_language_of(&NumberSpec {
                 integer: true,
                 lo: None,
                 hi: None,

@@ -52,7 +52,7 @@ const MAX_MANTISSA_FRACTION: usize = 16;
 const MAX_LISTED_MULTIPLES: i128 = 1024;
 
 /// A bound on a value: the value and whether it is exclusive.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Bound {
     /// The bounding value.
     pub(crate) value: Decimal,
@@ -61,7 +61,7 @@ pub(crate) struct Bound {
 }
 
 /// What a location asks of its numbers.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct NumberSpec {
     /// Only whole values.
     pub(crate) integer: bool,
