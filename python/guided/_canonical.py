@@ -14,20 +14,27 @@ Keywords the schema's draft does not have (``const`` under draft 4, ``prefixItem
 7) are skipped, as the compiler skips them (see ``json_schema::drafts`` in ``guided-core``).
 
 The walk here follows the compiler's strict reading, which unions the names of every alternative;
-inside an ``anyOf`` branch the compiler may use the branch's own order instead, so ``guided check``
-also tries the instance's own member order before it reports a mismatch. Only references within the
-document (``#``, ``#/json/pointer`` and ``#anchor``) are followed; anything else contributes no
-names, and the check against the constraint remains the judge.
+inside an ``anyOf`` branch the compiler may use the branch's own order instead (its loose
+reading, see ``json_schema::layout`` in ``guided-core``), so ``guided check`` also tries the
+instance's own member order before it reports a mismatch. Given a ``follows`` predicate (does this
+value satisfy this subschema?), :func:`declared_reorder` takes the loose reading: at an ``anyOf``
+or ``oneOf`` it walks only the first alternative the value follows, and at an ``if`` the side the
+value takes. Only references within the document (``#``, ``#/json/pointer`` and ``#anchor``) are
+followed; anything else contributes no names, and the check against the constraint remains the
+judge.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["declared_dumps", "declared_reorder"]
+__all__ = ["Follows", "declared_dumps", "declared_reorder"]
+
+#: Whether a value satisfies a subschema of the document (references resolved against its root).
+Follows = Callable[[Any, Any], bool]
 
 _IN_PLACE_SINGLE = ("not", "if", "then", "else")
 _IN_PLACE_ARRAYS = ("allOf", "anyOf", "oneOf")
@@ -57,8 +64,9 @@ _LACKS: tuple[tuple[str, frozenset[str]], ...] = (
 class _Document:
     """The root schema, for resolving in-document references."""
 
-    def __init__(self, root: Any) -> None:
+    def __init__(self, root: Any, follows: Follows | None = None) -> None:
         self.root = root
+        self.follows = follows
         schema_uri = root.get("$schema", "") if isinstance(root, dict) else ""
         # Before 2019-09 a `$ref` made its siblings ignored.
         self.ref_overrides_siblings = any(d in str(schema_uri) for d in _LEGACY_DRAFTS)
@@ -104,8 +112,9 @@ class _Document:
         return node
 
 
-def _in_place(doc: _Document, schema: Any) -> Iterator[Any]:
-    """The subschemas applied to the same instance, in the schema's key order."""
+def _in_place(doc: _Document, schema: Any, instance: Any) -> Iterator[Any]:
+    """The subschemas applied to the same instance, in the schema's key order; with
+    ``doc.follows``, only the alternatives ``instance`` takes."""
     if not isinstance(schema, dict):
         return
     ref_only = doc.ref_overrides_siblings and "$ref" in schema
@@ -116,10 +125,18 @@ def _in_place(doc: _Document, schema: Any) -> Iterator[Any]:
             target = doc.resolve(value) if isinstance(value, str) else None
             if target is not None:
                 yield target
+        elif doc.follows is not None and key in ("then", "else"):
+            condition = schema.get("if", True)
+            if doc.follows(condition, instance) == (key == "then"):
+                yield value
         elif key in _IN_PLACE_SINGLE:
             yield value
         elif key in _IN_PLACE_ARRAYS and isinstance(value, list):
-            yield from value
+            if doc.follows is not None and key != "allOf":
+                taken = next((b for b in value if doc.follows(b, instance)), None)
+                yield from value if taken is None else (taken,)
+            else:
+                yield from value
         elif key in ("dependentSchemas", "dependencies") and isinstance(value, dict):
             yield from (v for v in value.values() if isinstance(v, (dict, bool)))
 
@@ -145,8 +162,9 @@ def _own_names(doc: _Document, schema: Any) -> Iterator[str]:
                     yield from member
 
 
-def _closure(doc: _Document, schemas: list[Any]) -> list[Any]:
-    """The schemas and everything they apply in place, once each, in depth-first key order."""
+def _closure(doc: _Document, schemas: list[Any], instance: Any = None) -> list[Any]:
+    """The schemas and everything they apply in place to ``instance``, once each, in depth-first
+    key order."""
     out: list[Any] = []
     seen: set[int] = set()
     stack = list(reversed(schemas))
@@ -157,23 +175,24 @@ def _closure(doc: _Document, schemas: list[Any]) -> list[Any]:
         seen.add(id(schema))
         view = doc.view(schema)
         out.append(view)
-        stack.extend(reversed(list(_in_place(doc, view))))
+        stack.extend(reversed(list(_in_place(doc, view, instance))))
     return out
 
 
-def declared_order(doc: _Document, schemas: list[Any]) -> list[str]:
-    """The declared member order at a location where ``schemas`` apply."""
+def declared_order(doc: _Document, schemas: list[Any], instance: Any = None) -> list[str]:
+    """The declared member order of ``instance`` at a location where ``schemas`` apply."""
     names: dict[str, None] = {}
-    for schema in _closure(doc, schemas):
+    for schema in _closure(doc, schemas, instance):
         for name in _own_names(doc, schema):
             names.setdefault(name, None)
     return list(names)
 
 
-def _member_schemas(doc: _Document, schemas: list[Any], name: str) -> list[Any]:
-    """The schemas that apply to member ``name`` of an object where ``schemas`` apply."""
+def _member_schemas(doc: _Document, schemas: list[Any], name: str, instance: Any) -> list[Any]:
+    """The schemas that apply to member ``name`` of ``instance``, an object where ``schemas``
+    apply."""
     out: list[Any] = []
-    for schema in _closure(doc, schemas):
+    for schema in _closure(doc, schemas, instance):
         if not isinstance(schema, dict):
             continue
         properties = schema.get("properties")
@@ -198,10 +217,11 @@ def _member_schemas(doc: _Document, schemas: list[Any], name: str) -> list[Any]:
     return out
 
 
-def _item_schemas(doc: _Document, schemas: list[Any], position: int) -> list[Any]:
-    """The schemas that apply to item ``position`` of an array where ``schemas`` apply."""
+def _item_schemas(doc: _Document, schemas: list[Any], position: int, instance: Any) -> list[Any]:
+    """The schemas that apply to item ``position`` of ``instance``, an array where ``schemas``
+    apply."""
     out: list[Any] = []
-    for schema in _closure(doc, schemas):
+    for schema in _closure(doc, schemas, instance):
         if not isinstance(schema, dict):
             continue
         prefix = schema.get("prefixItems")
@@ -233,18 +253,21 @@ def _constants(schema: dict[str, Any]) -> Iterator[Any]:
 
 def _reorder(doc: _Document, value: Any, schemas: list[Any]) -> Any:
     if isinstance(value, dict):
-        order = declared_order(doc, schemas)
+        order = declared_order(doc, schemas, value)
         rank = {name: i for i, name in enumerate(order)}
         names = sorted(value, key=lambda n: (0, rank[n]) if n in rank else (1, 0))
-        return {n: _reorder(doc, value[n], _member_schemas(doc, schemas, n)) for n in names}
+        return {n: _reorder(doc, value[n], _member_schemas(doc, schemas, n, value)) for n in names}
     if isinstance(value, list):
-        return [_reorder(doc, v, _item_schemas(doc, schemas, i)) for i, v in enumerate(value)]
+        return [
+            _reorder(doc, v, _item_schemas(doc, schemas, i, value)) for i, v in enumerate(value)
+        ]
     return value
 
 
-def declared_reorder(instance: Any, schema: Any) -> Any:
-    """``instance`` with every object's members in the declared order (a copy)."""
-    return _reorder(_Document(schema), instance, [schema])
+def declared_reorder(instance: Any, schema: Any, *, follows: Follows | None = None) -> Any:
+    """``instance`` with every object's members in the declared order (a copy): the strict
+    reading, or with ``follows`` the loose one (see the module's documentation)."""
+    return _reorder(_Document(schema, follows), instance, [schema])
 
 
 def declared_dumps(instance: Any, schema: Any, *, compact: bool = False) -> str:
