@@ -250,8 +250,8 @@ def render_schema(results: dict[str, Any]) -> str:
             "### JSON Schema: schemas passing, per subset (`bench/schema.py`)",
             "",
             "A schema passes when the engine compiles it, accepts every valid instance and rejects "
-            "every invalid one (members in declared order, two serializations, a byte-level "
-            "vocabulary; compile time is schema text to first mask).",
+            "every invalid one (each instance in the member orders a schema can declare, two "
+            "serializations, a byte-level vocabulary; compile time is schema text to first mask).",
             "",
             markdown_table(["subset", "schemas", *engines], per_subset),
             "",

@@ -57,6 +57,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use indexmap::IndexSet;
 use rustc_hash::FxHashSet;
 use serde_json::Value;
+use std::hash::BuildHasher;
 
 use super::drafts::Keywords;
 use super::keywords::{constrains, scalars, Scalars, Types};
@@ -291,9 +292,13 @@ pub(crate) struct Compiler<'a> {
     hir_budget: usize,
     /// The shared nodes already charged to the budget, by id: a copy of one costs nothing more.
     charged: FxHashSet<u64>,
-    /// Shared nodes by contents, so that equal languages built at different locations become one
-    /// node and so one automaton (see [`Compiler::barrier`]).
-    interned: HashMap<Hir, Hir>,
+    /// Shared nodes by the hash of their contents, so that equal languages built at different
+    /// locations become one node and so one automaton (see [`Compiler::barrier`]). Keyed by the
+    /// hash, not the expression: an expression key is hashed again, all of it, each time the table
+    /// grows, and inserting it would need a deep copy beside the one the shared node keeps.
+    interned: HashMap<u64, Vec<Hir>>,
+    /// The seeded hasher of [`Compiler::interned`]'s contents hashes.
+    content_hasher: foldhash::fast::RandomState,
     /// Number languages by what they ask: most schemas repeat a few (`integer`, `minimum: 0`),
     /// and each is a few hundred nodes of digit ranges to build.
     numbers: HashMap<NumberSpec, Hir>,
@@ -451,6 +456,7 @@ impl<'a> Compiler<'a> {
             hir_budget: opts.max_hir_nodes.saturating_mul(BUILD_BUDGET_FACTOR),
             charged: FxHashSet::default(),
             interned: HashMap::new(),
+            content_hasher: foldhash::fast::RandomState::default(),
             numbers: HashMap::new(),
             locations: HashMap::new(),
             consulted: Vec::new(),
@@ -488,11 +494,13 @@ impl<'a> Compiler<'a> {
         {
             return h;
         }
-        if let Some(shared) = self.interned.get(&h) {
+        let key = self.content_hasher.hash_one(&h);
+        let same = |s: &&Hir| matches!(s, Hir::Shared(s) if *s.hir() == h);
+        if let Some(shared) = self.interned.get(&key).and_then(|v| v.iter().find(same)) {
             return shared.clone();
         }
-        let shared = Hir::shared(h.clone());
-        self.interned.insert(h, shared.clone());
+        let shared = Hir::shared(h);
+        self.interned.entry(key).or_default().push(shared.clone());
         shared
     }
 

@@ -32,6 +32,8 @@
 
 use super::digits::{fixed_width_range, hex_digit};
 use crate::regex::{ClassSet, Hir, Look, MAX_CODE_POINT};
+use foldhash::{HashMap, HashMapExt};
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 /// Code points JSON lets stand raw in a string: all but `"`, `\`, the C0 controls and surrogates.
@@ -124,8 +126,37 @@ fn encode_class(set: &ClassSet) -> Hir {
     encode_plain_class(set)
 }
 
-/// [`encode_class`], spelled out in full.
+/// Classes a thread keeps the spellings of ([`encode_plain_class`]); past it the memo starts over.
+const SPELLED_CLASSES: usize = 1024;
+
+thread_local! {
+    /// Spellings of the classes met before on this thread. A schema spells the same few classes
+    /// over and over: "any character but the ones that continue a declared name" at every node
+    /// of a trie of names, the same pattern classes in every property, and each spelling is a
+    /// few dozen class-set operations and a digit-by-digit range of `\u` escapes. Copying a
+    /// spelling costs a fraction of that; the memo is bounded, so hostile schemas cannot grow it.
+    static SPELLED: RefCell<HashMap<ClassSet, Hir>> = RefCell::new(HashMap::new());
+}
+
+/// [`encode_class`], spelled out in full (remembered per thread, see [`SPELLED`]).
 fn encode_plain_class(set: &ClassSet) -> Hir {
+    if let Some(known) = SPELLED.with(|memo| memo.borrow().get(set).cloned()) {
+        return known;
+    }
+    let spelled = spell_plain_class(set);
+    SPELLED.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if memo.len() >= SPELLED_CLASSES {
+            memo.clear();
+        }
+        memo.insert(set.clone(), spelled.clone());
+    });
+    spelled
+}
+
+/// The spellings of every code point in `set`: raw where JSON allows it, short escapes, and `\u`
+/// escapes (surrogate pairs above the Basic Multilingual Plane).
+fn spell_plain_class(set: &ClassSet) -> Hir {
     let raw = set.intersect(&raw_set());
     let shorts: Vec<(u32, u32)> = [0x22, 0x5C, 0x2F, 0x08, 0x0C, 0x0A, 0x0D, 0x09]
         .into_iter()
