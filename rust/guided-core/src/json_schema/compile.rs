@@ -302,6 +302,10 @@ pub(crate) struct Compiler<'a> {
     /// Number languages by what they ask: most schemas repeat a few (`integer`, `minimum: 0`),
     /// and each is a few hundred nodes of digit ranges to build.
     numbers: HashMap<NumberSpec, Hir>,
+    /// The spelled names of extra members, by the declared names they exclude, behind a barrier:
+    /// an object open to other members needs "any name but these", a trie over the names spelled
+    /// in every JSON escape form, and the objects of one schema mostly repeat a few name lists.
+    pub(crate) extra_names: HashMap<Vec<Rc<str>>, Hir>,
     /// Compiled locations, for reuse wherever the same parts meet the same context.
     locations: HashMap<LocKey, Vec<Memoized>>,
     /// For each location being compiled, innermost last: the `$ref` targets whose count among
@@ -458,6 +462,7 @@ impl<'a> Compiler<'a> {
             interned: HashMap::new(),
             content_hasher: foldhash::fast::RandomState::default(),
             numbers: HashMap::new(),
+            extra_names: HashMap::new(),
             locations: HashMap::new(),
             consulted: Vec::new(),
             deepest: Cell::new(0),

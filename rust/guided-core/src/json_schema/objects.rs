@@ -295,6 +295,19 @@ impl<'a> Compiler<'a> {
         ])
     }
 
+    /// The JSON text of any member name but `declared`, behind a barrier and remembered per
+    /// compilation, so that each list of names is spelled, hashed and determinized once.
+    fn names_except(&mut self, declared: Vec<Rc<str>>) -> Result<Hir> {
+        if let Some(known) = self.extra_names.get(&declared) {
+            return Ok(known.clone());
+        }
+        let words: Vec<&str> = declared.iter().map(|n| n.as_ref()).collect();
+        let spelled = string_text(&strings_except(&words)).map_err(|m| self.internal(&m))?;
+        let shared = self.barrier(spelled);
+        self.extra_names.insert(declared, shared.clone());
+        Ok(shared)
+    }
+
     /// The members whose name is not declared, split into regions by the patterns they match.
     #[allow(clippy::too_many_arguments)]
     fn extra_members(
@@ -381,7 +394,7 @@ impl<'a> Compiler<'a> {
                 .filter(|(k, _)| !inside(*k))
                 .map(|(_, (_, h, _))| h.clone())
                 .collect();
-            let declared_here: Vec<&str> = names
+            let declared_here: Vec<Rc<str>> = names
                 .iter()
                 .filter(|n| {
                     merged
@@ -389,20 +402,25 @@ impl<'a> Compiler<'a> {
                         .enumerate()
                         .all(|(k, (_, h, _))| matches(h, n) == inside(k))
                 })
-                .map(|n| n.as_ref())
+                .cloned()
                 .collect();
             if !outside.is_empty() {
                 key_parts.push(Hir::complement(Hir::alternation(outside)));
             }
-            if !declared_here.is_empty() || key_parts.is_empty() {
-                key_parts.push(strings_except(&declared_here));
-            }
-            let key_value = if key_parts.len() == 1 {
-                key_parts.pop().unwrap_or_else(Hir::nothing)
+            let mut key = if key_parts.is_empty() {
+                self.names_except(declared_here)?
             } else {
-                Hir::intersection(key_parts)
+                if !declared_here.is_empty() {
+                    let words: Vec<&str> = declared_here.iter().map(|n| n.as_ref()).collect();
+                    key_parts.push(strings_except(&words));
+                }
+                let key_value = if key_parts.len() == 1 {
+                    key_parts.pop().unwrap_or_else(Hir::nothing)
+                } else {
+                    Hir::intersection(key_parts)
+                };
+                string_text(&key_value).map_err(|m| self.internal(&m))?
             };
-            let mut key = string_text(&key_value).map_err(|m| self.internal(&m))?;
             if !key_langs.is_empty() {
                 let mut all = vec![key];
                 all.extend(key_langs.iter().cloned());
