@@ -16,8 +16,9 @@ It is read from ``VmHWM``, the high-water mark of the child's own address space.
 it starts at the parent's peak (the pytest process, with whatever earlier tests loaded into it).
 
 A case that crashes or overruns would be kept, marked ``xfail(strict=True)`` with the finding, so
-that the day it is fixed the test says so; the three found so far (two stack overflows, one
-quadratic list) are fixed, and their cases run as plain tests.
+that the day it is fixed the test says so; the four found so far (two stack overflows, one
+quadratic list, one quadratic pattern printer found by ``make fuzz``) are fixed, and their cases
+run as plain tests.
 
 The buffer checks of ``fill_bitmask`` need no cap and run in-process, at the end.
 """
@@ -515,6 +516,29 @@ CASES = [
         "max_stack",
         seconds=1,
         rss_mib=128,
+    ),
+    # --- number automata printed as a pattern ------------------------------------------------------
+    # multipleOf is a residue automaton; a few of them intersected, and a few more under `not`,
+    # make one of a few thousand states, which has no printable expression within the budget.
+    # Found by fuzzing: state elimination rescanned every edge and re-measured every expression
+    # at each step and took five minutes to refuse this; now the refusal takes milliseconds. The
+    # token index never prints it, and compiles it.
+    Case(
+        "schema-residue-automata-printed",
+        """
+        S = {
+            "type": "number",
+            "allOf": [{"multipleOf": 19}, {"multipleOf": 9.0}, {"multipleOf": 2.125}],
+            "not": {"anyOf": [{"multipleOf": m} for m in (2, 6.5, 5, 7, 11, 37)]},
+        }
+        def run():
+            guided.TokenIndex.from_json_schema(S, BYTES)
+            guided.json_schema_to_regex(S)
+        """,
+        "SizeLimitError",
+        "max_pattern_nodes",
+        seconds=2,
+        rss_mib=256,
     ),
     # --- vocabularies -----------------------------------------------------------------------------
     # Ten million tokens fit under the maximum of 2^24 ids: accepted, and usable. The Python

@@ -19,7 +19,7 @@
 //! first (fewest predecessor-successor pairs), and a node budget stops the construction with
 //! `None` as soon as the edges outgrow it. The caller turns that into a typed error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::dfa::{ByteClasses, Dfa, Raw};
 use crate::regex::{ClassSet, Hir};
@@ -182,66 +182,117 @@ pub(crate) fn eliminate(
     }
     // Nodes n and n + 1 are the fresh start and final states.
     let (start, fin) = (n, n + 1);
-    let mut edges: HashMap<(usize, usize), Hir> = HashMap::new();
-    let add = |edges: &mut HashMap<(usize, usize), Hir>, i: usize, j: usize, h: Hir| {
-        let e = edges.remove(&(i, j)).unwrap_or_else(Hir::nothing);
-        edges.insert((i, j), Hir::alternation([e, h]));
-    };
-    add(&mut edges, start, dfa.start, Hir::Empty);
+    let mut edges = Edges::new(n + 2, max_nodes);
+    edges.add(start, dfa.start, Hir::Empty)?;
     for s in (0..n).filter(|&s| live[s]) {
         if dfa.accept[s] {
-            add(&mut edges, s, fin, Hir::Empty);
+            edges.add(s, fin, Hir::Empty)?;
         }
         for sym in 0..dfa.alphabet {
             let t = dfa.next(s, sym);
             if live[t] {
-                add(&mut edges, s, t, symbol(sym));
+                edges.add(s, t, symbol(sym))?;
             }
         }
     }
     let mut remaining: Vec<usize> = (0..n).filter(|&s| live[s]).collect();
     while !remaining.is_empty() {
         // Cheapest state first: fewest paths through it.
-        let cost = |k: usize| {
-            let ins = edges.keys().filter(|&&(i, j)| j == k && i != k).count();
-            let outs = edges.keys().filter(|&&(i, j)| i == k && j != k).count();
-            ins * outs
-        };
         let (pos, &k) = remaining
             .iter()
             .enumerate()
-            .min_by_key(|&(_, &k)| cost(k))?;
+            .min_by_key(|&(_, &k)| edges.paths_through(k))?;
         remaining.swap_remove(pos);
         let loop_star = edges
-            .remove(&(k, k))
+            .take(k, k)
             .map(|l| Hir::repeat(l, 0, None))
             .unwrap_or(Hir::Empty);
-        let ins: Vec<(usize, Hir)> = edges
-            .iter()
-            .filter(|&(&(_, j), _)| j == k)
-            .map(|(&(i, _), h)| (i, h.clone()))
+        let ins: Vec<usize> = edges.into[k].iter().copied().collect();
+        let outs: Vec<usize> = edges.out[k].keys().copied().collect();
+        let ins: Vec<(usize, Hir)> = ins
+            .into_iter()
+            .filter_map(|i| Some((i, edges.take(i, k)?)))
             .collect();
-        let outs: Vec<(usize, Hir)> = edges
-            .iter()
-            .filter(|&(&(i, _), _)| i == k)
-            .map(|(&(_, j), h)| (j, h.clone()))
+        let outs: Vec<(usize, Hir)> = outs
+            .into_iter()
+            .filter_map(|j| Some((j, edges.take(k, j)?)))
             .collect();
-        edges.retain(|&(i, j), _| i != k && j != k);
         for (i, a) in &ins {
             for (j, b) in &outs {
-                add(
-                    &mut edges,
+                edges.add(
                     *i,
                     *j,
                     Hir::concat([a.clone(), loop_star.clone(), b.clone()]),
-                );
+                )?;
             }
         }
-        if edges.values().map(Hir::unique_size).sum::<usize>() > max_nodes {
-            return None;
+    }
+    Some(edges.take(start, fin).unwrap_or_else(Hir::nothing))
+}
+
+/// The edges of a state-elimination graph: each node's successors with their expressions, its
+/// predecessors, and the running size of all expressions.
+///
+/// Kept per node, so that choosing and removing a state costs its own edges, not a scan of the
+/// graph; and sized as edges change, so that the budget is checked without re-measuring every
+/// expression after each step. Both matter: automata of a few thousand states took minutes
+/// when every step rescanned the edges and re-measured the expressions.
+struct Edges {
+    out: Vec<HashMap<usize, (Hir, usize)>>,
+    into: Vec<HashSet<usize>>,
+    /// Sum of the edges' sizes ([`Hir::unique_size`] of each).
+    size: usize,
+    max_nodes: usize,
+    /// Nodes measured so far, over all steps: a step may replace edges without growing the
+    /// total, so the total alone would not bound the time.
+    work: usize,
+}
+
+/// Work allowed per node of the size budget (see [`Edges::work`]).
+const WORK_PER_NODE: usize = 16;
+
+impl Edges {
+    fn new(nodes: usize, max_nodes: usize) -> Self {
+        Edges {
+            out: vec![HashMap::new(); nodes],
+            into: vec![HashSet::new(); nodes],
+            size: 0,
+            max_nodes,
+            work: 0,
         }
     }
-    Some(edges.remove(&(start, fin)).unwrap_or_else(Hir::nothing))
+
+    /// Paths `i -> k -> j` through `k` that eliminating it creates (self-loops aside).
+    fn paths_through(&self, k: usize) -> usize {
+        let looped = usize::from(self.out[k].contains_key(&k));
+        (self.into[k].len() - looped) * (self.out[k].len() - looped)
+    }
+
+    /// Removes the edge `i -> j`, returning its expression.
+    fn take(&mut self, i: usize, j: usize) -> Option<Hir> {
+        let (h, size) = self.out[i].remove(&j)?;
+        self.into[j].remove(&i);
+        self.size -= size;
+        Some(h)
+    }
+
+    /// Adds `h` to the edge `i -> j` as an alternative; `None` past the size or work budget.
+    fn add(&mut self, i: usize, j: usize, h: Hir) -> Option<()> {
+        let h = match self.take(i, j) {
+            Some(e) => Hir::alternation([e, h]),
+            None => h,
+        };
+        let room = self.max_nodes.checked_sub(self.size)?;
+        let size = h.unique_size_within(room)?;
+        self.work += size;
+        if self.work > self.max_nodes.saturating_mul(WORK_PER_NODE) {
+            return None;
+        }
+        self.size += size;
+        self.out[i].insert(j, (h, size));
+        self.into[j].insert(i);
+        Some(())
+    }
 }
 
 /// An expression for the language of `dfa` read from `state`, for printing an [`Hir::Automaton`];
