@@ -517,7 +517,7 @@ CASES = [
         seconds=1,
         rss_mib=128,
     ),
-    # --- number automata printed as a pattern ------------------------------------------------------
+    # --- number automata printed as a pattern ---------------------------------------------------
     # multipleOf is a residue automaton; a few of them intersected, and a few more under `not`,
     # make one of a few thousand states, which has no printable expression within the budget.
     # Found by fuzzing: state elimination rescanned every edge and re-measured every expression
