@@ -70,6 +70,20 @@ def walk(index, text):
     return guide
 
 
+# An object schema nesting `n` objects, each with one member "a", around an integer, as JSON text.
+def nested_objects(n):
+    return '{"type": "object", "properties": {"a": ' * n + '{"type": "integer"}' + "}}" * n
+
+
+# An object schema of `n` integer members p0, p1, ..., as JSON text.
+def many_properties(n, required=False):
+    names = [f"p{i}" for i in range(n)]
+    schema = {"type": "object", "properties": {p: {"type": "integer"} for p in names}}
+    if required:
+        schema["required"] = names
+    return json.dumps(schema)
+
+
 def peak_mib():
     with open("/proc/self/status") as f:
         for line in f:
@@ -126,6 +140,38 @@ class Case:
     slack: float = 5.0
     marks: tuple[Any, ...] = field(default=())
 
+
+def sparse_file(name: str, head: bytes, size: int, call: str) -> str:
+    """Child code for a sparse file at ``PATH``: ``head``, then zero bytes to ``size`` (nothing on
+    disk); ``run()`` times ``call`` on it and removes the file."""
+    return (
+        f"PATH = os.path.join(TMP, {name!r})\n"
+        'with open(PATH, "wb") as f:\n'
+        f"    f.write({head!r})\n"
+        f"    f.truncate({size})\n"
+        "def run():\n"
+        "    try:\n"
+        f"        {call}\n"
+        "    finally:\n"
+        "        os.remove(PATH)\n"
+    )
+
+
+def deep_walk(compile_call: str, opener: bytes, sample: bytes) -> str:
+    """Child code that walks 10,000 ``opener`` tokens (each opening a call) through the index
+    ``compile_call`` builds; past ``max_stack`` the index must still accept ``sample``."""
+    return (
+        "def run():\n"
+        f"    index = {compile_call}\n"
+        "    try:\n"
+        f"        walk(index, {opener!r} * 10_000)\n"
+        "    except guided.SizeLimitError:\n"
+        f'        assert accepts(index, {sample!r}), "the index must stay usable"\n'
+        "        raise\n"
+    )
+
+
+TOKENIZER_HEAD = b'{"model": {"type": "BPE", "vocab": {"a": 0, '
 
 CASES = [
     # --- regular expressions of a megabyte --------------------------------------------------------
@@ -221,8 +267,7 @@ CASES = [
     Case(
         "schema-10k-deep-text-index",
         """
-        N = 10_000
-        S = '{"type": "object", "properties": {"a": ' * N + '{"type": "integer"}' + "}}" * N
+        S = nested_objects(10_000)
         def run():
             guided.TokenIndex.from_json_schema(S, BYTES)
         """,
@@ -234,8 +279,7 @@ CASES = [
     Case(
         "schema-10k-deep-text-regex",
         """
-        N = 10_000
-        S = '{"type": "object", "properties": {"a": ' * N + '{"type": "integer"}' + "}}" * N
+        S = nested_objects(10_000)
         def run():
             guided.json_schema_to_regex(S)
         """,
@@ -264,9 +308,8 @@ CASES = [
     Case(
         "schema-63-deep-index-walk",
         """
-        N = 63
-        S = '{"type": "object", "properties": {"a": ' * N + '{"type": "integer"}' + "}}" * N
-        T = b'{"a":' * N + b"7" + b"}" * N
+        S = nested_objects(63)
+        T = b'{"a":' * 63 + b"7" + b"}" * 63
         def run():
             index = guided.TokenIndex.from_json_schema(S, BYTES)
             return [accepts(index, T), accepts(index, T[:-1])]
@@ -281,8 +324,7 @@ CASES = [
     Case(
         "schema-63-deep-regex",
         """
-        N = 63
-        S = '{"type": "object", "properties": {"a": ' * N + '{"type": "integer"}' + "}}" * N
+        S = nested_objects(63)
         def run():
             guided.json_schema_to_regex(S)
         """,
@@ -295,9 +337,7 @@ CASES = [
     Case(
         "schema-100k-properties-index",
         """
-        S = json.dumps(
-            {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(100_000)}}
-        )
+        S = many_properties(100_000)
         def run():
             guided.TokenIndex.from_json_schema(S, BYTES)
         """,
@@ -309,9 +349,7 @@ CASES = [
     Case(
         "schema-100k-properties-regex",
         """
-        S = json.dumps(
-            {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(100_000)}}
-        )
+        S = many_properties(100_000)
         def run():
             guided.json_schema_to_regex(S)
         """,
@@ -325,12 +363,7 @@ CASES = [
     Case(
         "schema-100k-required-properties-index",
         """
-        N = 100_000
-        S = json.dumps({
-            "type": "object",
-            "properties": {f"p{i}": {"type": "integer"} for i in range(N)},
-            "required": [f"p{i}" for i in range(N)],
-        })
+        S = many_properties(100_000, required=True)
         def run():
             guided.TokenIndex.from_json_schema(S, BYTES)
         """,
@@ -345,9 +378,7 @@ CASES = [
     Case(
         "schema-20k-properties-index",
         """
-        S = json.dumps(
-            {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(20_000)}}
-        )
+        S = many_properties(20_000)
         def run():
             index = guided.TokenIndex.from_json_schema(S, BYTES)
             return accepts(index, b'{"p19999":1}')
@@ -360,9 +391,7 @@ CASES = [
     Case(
         "schema-40k-properties-regex",
         """
-        S = json.dumps(
-            {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(40_000)}}
-        )
+        S = many_properties(40_000)
         def run():
             guided.json_schema_to_regex(S)
         """,
@@ -501,17 +530,11 @@ CASES = [
     # Generation, not compilation, is what nests here: every "[" opens a call.
     Case(
         "schema-recursion-walk-10k",
-        """
-        def run():
-            index = guided.TokenIndex.from_json_schema(
-                {"type": "array", "items": {"$ref": "#"}}, BYTES
-            )
-            try:
-                walk(index, b"[" * 10_000)
-            except guided.SizeLimitError:
-                assert accepts(index, b"[[[]]]"), "the index must stay usable"
-                raise
-        """,
+        deep_walk(
+            'guided.TokenIndex.from_json_schema({"type": "array", "items": {"$ref": "#"}}, BYTES)',
+            b"[",
+            b"[[[]]]",
+        ),
         "SizeLimitError",
         "max_stack",
         seconds=1,
@@ -625,17 +648,12 @@ CASES = [
     # max_file_bytes (256 MiB by default) the file is refused by its size, before a byte is read.
     Case(
         "tokenizer-json-500mb-sparse",
-        """
-        PATH = os.path.join(TMP, "tokenizer.json")
-        with open(PATH, "wb") as f:
-            f.write(b'{"model": {"type": "BPE", "vocab": {"a": 0, ')
-            f.truncate(500_000_000)
-        def run():
-            try:
-                guided.Vocabulary.from_tokenizer_json(PATH)
-            finally:
-                os.remove(PATH)
-        """,
+        sparse_file(
+            "tokenizer.json",
+            TOKENIZER_HEAD,
+            500_000_000,
+            "guided.Vocabulary.from_tokenizer_json(PATH)",
+        ),
         "SizeLimitError",
         "max_file_bytes",
         seconds=1,
@@ -645,17 +663,12 @@ CASES = [
     # the first zero byte.
     Case(
         "tokenizer-json-500mb-sparse-bound-raised",
-        """
-        PATH = os.path.join(TMP, "tokenizer.json")
-        with open(PATH, "wb") as f:
-            f.write(b'{"model": {"type": "BPE", "vocab": {"a": 0, ')
-            f.truncate(500_000_000)
-        def run():
-            try:
-                guided.Vocabulary.from_tokenizer_json(PATH, max_file_bytes=1 << 30)
-            finally:
-                os.remove(PATH)
-        """,
+        sparse_file(
+            "tokenizer.json",
+            TOKENIZER_HEAD,
+            500_000_000,
+            "guided.Vocabulary.from_tokenizer_json(PATH, max_file_bytes=1 << 30)",
+        ),
         "VocabularyError",
         seconds=8,
         rss_mib=1280,
@@ -664,34 +677,21 @@ CASES = [
     # error, not an abort on a failed allocation.
     Case(
         "tokenizer-json-4gb-sparse-over-cap",
-        """
-        PATH = os.path.join(TMP, "tokenizer.json")
-        with open(PATH, "wb") as f:
-            f.write(b'{"model": {"type": "BPE", "vocab": {"a": 0, ')
-            f.truncate(4_000_000_000)
-        def run():
-            try:
-                guided.Vocabulary.from_tokenizer_json(PATH, max_file_bytes=1 << 40)
-            finally:
-                os.remove(PATH)
-        """,
+        sparse_file(
+            "tokenizer.json",
+            TOKENIZER_HEAD,
+            4_000_000_000,
+            "guided.Vocabulary.from_tokenizer_json(PATH, max_file_bytes=1 << 40)",
+        ),
         "VocabularyError",
         seconds=1,
         rss_mib=64,
     ),
     Case(
         "tiktoken-500mb-sparse",
-        """
-        PATH = os.path.join(TMP, "o200k_base.tiktoken")
-        with open(PATH, "wb") as f:
-            f.write(b"IQ== 0\\n")
-            f.truncate(500_000_000)
-        def run():
-            try:
-                guided.Vocabulary.from_tiktoken(PATH)
-            finally:
-                os.remove(PATH)
-        """,
+        sparse_file(
+            "o200k_base.tiktoken", b"IQ== 0\n", 500_000_000, "guided.Vocabulary.from_tiktoken(PATH)"
+        ),
         "SizeLimitError",
         "max_file_bytes",
         seconds=1,
@@ -750,15 +750,11 @@ CASES = [
     ),
     Case(
         "gbnf-recursion-walk-10k",
-        """
-        def run():
-            index = guided.TokenIndex.from_grammar('root ::= "(" root ")" | "a"', BYTES)
-            try:
-                walk(index, b"(" * 10_000)
-            except guided.SizeLimitError:
-                assert accepts(index, b"((a))"), "the index must stay usable"
-                raise
-        """,
+        deep_walk(
+            """guided.TokenIndex.from_grammar('root ::= "(" root ")" | "a"', BYTES)""",
+            b"(",
+            b"((a))",
+        ),
         "SizeLimitError",
         "max_stack",
         seconds=1,
