@@ -26,7 +26,10 @@
 //! string with `maxLength`) take their mask mostly from a precomputed [slice](crate::slice) and
 //! walk only the tokens outside it. Where a slice's characters lead from each state is
 //! remembered, so the states of a counted string (`maxLength: 40` is forty of them) share the
-//! work of finding how many characters each may still take.
+//! work of finding how many characters each may still take. States inside a narrower run (an
+//! identifier, a number, `[a-z0-9.-]{1,63}`), and the states a leading space leads to, do the
+//! same with a [class slice](crate::class_slice) found from the state's own moves: the walk
+//! passes over the subtrees spelled from the class and takes their tokens by length.
 //!
 //! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
@@ -38,6 +41,7 @@ use std::sync::{Arc, RwLock};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::bitmask::{Mask, TokenSet};
+use crate::class_slice::{ByteClass, ClassSlice};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -54,6 +58,18 @@ pub const DEAD: u32 = 0;
 pub const TERMINAL: u32 = u32::MAX;
 
 const NO_MASK: u32 = u32::MAX;
+
+/// Most states a class's strings of one length may reach before [`TokenIndex::class_fit`] gives
+/// the class up: past that, checking them costs more than the walk it would save.
+const MAX_REACHED: usize = 32;
+
+/// Most steps [`TokenIndex::class_fit`] follows a state's most common successors looking for a
+/// state that loops on them.
+const LOOP_SEARCH: usize = 3;
+
+/// Shortcut searches build rows only while the automaton uses less than one part in this many of
+/// each of its budgets ([`TokenIndex::stepping`]).
+const SPECULATION_SHARE: usize = 4;
 
 /// Limits for a token index.
 #[derive(Debug, Clone, Copy)]
@@ -276,14 +292,28 @@ impl SliceMoves {
     }
 }
 
-/// How a state's mask uses a slice: the members of at most `chars` characters come from it in
-/// one union, and the rest of the vocabulary from a walk of its trie; with `walk_long`, the
-/// members longer than [`DENSE_CHARS`] are walked one by one.
-#[derive(Debug, Clone, Copy)]
-struct SliceFit {
-    slice: usize,
+/// How a state's mask takes a shortcut past the tokens it reads alike.
+#[derive(Debug, Clone)]
+enum Shortcut {
+    /// A fixed slice: the members of at most `chars` characters come from it in one union, and
+    /// the rest of the vocabulary from a walk of its trie; with `walk_long`, the members longer
+    /// than [`DENSE_CHARS`] are walked one by one.
+    Slice {
+        slice: usize,
+        chars: usize,
+        walk_long: bool,
+    },
+    /// Class slices, over the whole trie or below its anchors: each one's tokens of at most
+    /// `chars` bytes come from it in one union, and the full trie is walked past the subtrees
+    /// that hold nothing else. Anchored slices come first: below an anchor they rule.
+    Classes(Vec<ClassFit>),
+}
+
+/// A class slice that fits a state: the state reads its tokens of at most `chars` bytes alike.
+#[derive(Debug, Clone)]
+struct ClassFit {
+    slice: Arc<ClassSlice>,
     chars: usize,
-    walk_long: bool,
 }
 
 /// Which tokens may follow each automaton state, over one vocabulary.
@@ -296,6 +326,9 @@ pub struct TokenIndex {
     tries: Arc<TokenTries>,
     eos: Vec<u32>,
     eos_mask: Arc<Mask>,
+    /// The ASCII bytes grouped by the automaton's byte classes, as `(a byte of the group, the
+    /// group)`: bytes of one group move alike from every state, so one of them answers for all.
+    ascii_groups: Vec<(u8, u128)>,
 }
 
 impl TokenIndex {
@@ -401,7 +434,19 @@ impl TokenIndex {
         for &e in &eos {
             eos_mask.insert(e);
         }
+        let mut ascii_groups: Vec<(u8, u128)> = Vec::new();
+        for b in 0..128u8 {
+            let class = machine.class_of[b as usize];
+            match ascii_groups
+                .iter_mut()
+                .find(|(rep, _)| machine.class_of[*rep as usize] == class)
+            {
+                Some((_, bytes)) => *bytes |= 1 << b,
+                None => ascii_groups.push((b, 1 << b)),
+            }
+        }
         TokenIndex {
+            ascii_groups,
             machine: RwLock::new(machine),
             masks: RwLock::new(MaskCache::default()),
             moves: RwLock::new(SliceMoves::default()),
@@ -592,10 +637,14 @@ impl TokenIndex {
             }
         }
         let fit = if use_slices {
-            self.slice_fit(state)?
+            match self.slice_fit(state)? {
+                Some(fit) => Some(fit),
+                None => self.class_fits(state),
+            }
         } else {
             None
         };
+        let fit = fit.as_ref();
         {
             let m = read(&self.machine);
             if m.is_complete() {
@@ -649,24 +698,46 @@ impl TokenIndex {
     fn walk(
         &self,
         state: u32,
-        fit: Option<SliceFit>,
+        fit: Option<&Shortcut>,
         mut step: impl FnMut(u32, u8) -> u32,
         set: &mut TokenSet,
         visit: &mut impl FnMut(u32, u32),
     ) {
         let mut trie = self.tries.full();
-        if let Some(fit) = fit {
-            let slice = &self.tries.slices()[fit.slice];
-            slice.add_members_within(fit.chars, set);
-            if fit.walk_long {
-                slice
-                    .long_members()
-                    .walk(state, DEAD, &mut step, |id, next| {
-                        set.insert(id);
-                        visit(id, next);
-                    });
+        match fit {
+            None => {}
+            Some(&Shortcut::Slice {
+                slice,
+                chars,
+                walk_long,
+            }) => {
+                let slice = &self.tries.slices()[slice];
+                slice.add_members_within(chars, set);
+                if walk_long {
+                    slice
+                        .long_members()
+                        .walk(state, DEAD, &mut step, |id, next| {
+                            set.insert(id);
+                            visit(id, next);
+                        });
+                }
+                trie = slice.rest();
             }
-            trie = slice.rest();
+            Some(Shortcut::Classes(fits)) => {
+                for fit in fits {
+                    fit.slice.add_members_within(fit.chars, set);
+                }
+                let pruned = |i: usize| {
+                    fits.iter()
+                        .find(|fit| fit.slice.covers(i))
+                        .is_some_and(|fit| fit.slice.is_pruned(i))
+                };
+                trie.walk_pruned(state, DEAD, pruned, step, |id, next| {
+                    set.insert(id);
+                    visit(id, next);
+                });
+                return;
+            }
         }
         trie.walk(state, DEAD, step, |id, next| {
             set.insert(id);
@@ -682,7 +753,7 @@ impl TokenIndex {
     /// The chain is followed [`DENSE_CHARS`] steps at most: every step builds a state and the
     /// states inside its multi-byte characters, and a string with `maxLength: 300` would
     /// otherwise build them all for its first mask. The few longer members are walked instead.
-    fn slice_fit(&self, state: u32) -> Result<Option<SliceFit>> {
+    fn slice_fit(&self, state: u32) -> Result<Option<Shortcut>> {
         'slices: for (i, slice) in self.tries.slices().iter().enumerate() {
             let mut chain = vec![state];
             let steps = slice.max_chars().min(DENSE_CHARS);
@@ -691,7 +762,7 @@ impl TokenIndex {
                 match self.slice_move(i, last)? {
                     Advance::Mixed => continue 'slices,
                     Advance::To(DEAD) => {
-                        return Ok(Some(SliceFit {
+                        return Ok(Some(Shortcut::Slice {
                             slice: i,
                             chars: chain.len() - 1,
                             walk_long: false,
@@ -699,7 +770,7 @@ impl TokenIndex {
                     }
                     // A loop: every member fits.
                     Advance::To(t) if chain.contains(&t) => {
-                        return Ok(Some(SliceFit {
+                        return Ok(Some(Shortcut::Slice {
                             slice: i,
                             chars: usize::MAX,
                             walk_long: false,
@@ -710,13 +781,158 @@ impl TokenIndex {
             }
             // Alive for `steps` characters: the members that long fit, and longer ones (if the
             // slice has any) are walked.
-            return Ok(Some(SliceFit {
+            return Ok(Some(Shortcut::Slice {
                 slice: i,
                 chars: steps,
                 walk_long: slice.max_chars() > steps,
             }));
         }
         Ok(None)
+    }
+
+    /// The class slices that fit `state` (see [`crate::class_slice`]): one over the whole trie
+    /// for the state itself, and one below each anchor of the trie for the state its path leads
+    /// to (after a space, say, where an identifier may start).
+    fn class_fits(&self, state: u32) -> Option<Shortcut> {
+        let mut fits = Vec::new();
+        for (k, anchor) in self.tries.anchors().iter().enumerate() {
+            let at = self.stepping(|step| {
+                let mut s = state;
+                for &b in &anchor.path {
+                    s = step(s, b)?;
+                    if s == DEAD {
+                        break;
+                    }
+                }
+                Some(s)
+            });
+            if let Some(at) = at.filter(|&at| at != DEAD) {
+                fits.extend(self.class_fit(at, Some(k)));
+            }
+        }
+        fits.extend(self.class_fit(state, None));
+        (!fits.is_empty()).then_some(Shortcut::Classes(fits))
+    }
+
+    /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of
+    /// its bytes `state` may take: `chars` such that every string of the class's bytes is alive
+    /// from `state` up to that length and dead past it.
+    ///
+    /// The condition is checked on the sets of states the class's strings of each length reach
+    /// (for the class of one state's most common successor, one state per length, the chain of
+    /// [`slice_fit`](Self::slice_fit)), as far as the class's longest token: at most
+    /// [`DENSE_CHARS`] bytes, and longer ones are never pruned, so the walk meets them. Two
+    /// classes are tried: the bytes that loop on the state the most common successors lead to,
+    /// where they are alive from `state` (an identifier that may also spell a keyword: its letters
+    /// part ways at once, into keyword prefixes, but every one of them stays alive), and the
+    /// bytes of `state`'s most common successor (a counted class, which never comes back).
+    fn class_fit(&self, state: u32, anchor: Option<usize>) -> Option<ClassFit> {
+        let groups = &self.ascii_groups;
+        let moves_of = |step: &mut dyn FnMut(u32, u8) -> Option<u32>, s: u32| {
+            groups
+                .iter()
+                .map(|&(rep, bytes)| Some((bytes, step(s, rep)?)))
+                .collect::<Option<Vec<(u128, u32)>>>()
+        };
+        let first = self.stepping(|step| moves_of(step, state))?;
+        let alive: u128 = first
+            .iter()
+            .filter(|m| m.1 != DEAD)
+            .fold(0, |acc, m| acc | m.0);
+        // Follow the most common successors to a state that loops on them, a few steps at most:
+        // a loop that far in is an identifier's, a counted class never loops.
+        let looping = self.stepping(|step| {
+            let (mut s, mut moves) = (state, first.clone());
+            for _ in 0..LOOP_SEARCH {
+                let Some(class) = ByteClass::most_common(&moves, DEAD) else {
+                    return Some(None);
+                };
+                let next = moves.iter().find(|m| class.includes(m.0)).map(|m| m.1);
+                if next == Some(s) {
+                    return Some(class.within(alive));
+                }
+                s = next?;
+                moves = moves_of(step, s)?;
+            }
+            Some(None)
+        });
+        let mut candidates: Vec<ByteClass> = looping.flatten().into_iter().collect();
+        candidates.extend(ByteClass::most_common(&first, DEAD));
+        candidates.dedup();
+        for class in candidates {
+            let slice = self.tries.class_slice(class, anchor);
+            // As far as the longest token, the chain builds only rows the walk would build.
+            let steps = slice.longest();
+            if steps == 0 {
+                continue;
+            }
+            let reps: Vec<u8> = groups
+                .iter()
+                .filter(|&&(_, bytes)| class.includes(bytes))
+                .map(|&(rep, _)| rep)
+                .collect();
+            let chars = self.stepping(|step| {
+                let mut reached = vec![state];
+                let mut next = Vec::new();
+                for n in 1..=steps {
+                    next.clear();
+                    for &s in &reached {
+                        for &b in &reps {
+                            next.push(step(s, b)?);
+                        }
+                    }
+                    next.sort_unstable();
+                    next.dedup();
+                    match next.as_slice() {
+                        [DEAD] => return Some(Some(n - 1)),
+                        [DEAD, ..] => return Some(None),
+                        // Back where it was: alive at every length.
+                        _ if next == reached => return Some(Some(usize::MAX)),
+                        _ if next.len() > MAX_REACHED => return Some(None),
+                        _ => std::mem::swap(&mut reached, &mut next),
+                    }
+                }
+                Some(Some(steps))
+            });
+            if let Some(Some(chars)) = chars {
+                return Some(ClassFit { slice, chars });
+            }
+        }
+        None
+    }
+
+    /// Runs `f` with the automaton's transition, to find a shortcut: first under the shared
+    /// lock, where a row not built yet makes `step` answer `None` and `f` is expected to give up
+    /// with `None`; then, if it did, under the exclusive lock, where `step` builds the rows it
+    /// needs while the automaton is within [`SPECULATION_SHARE`] of its budgets. Rows built here
+    /// are speculative (the walk might never have needed them), so past that share, or if a row
+    /// fails to build, the search gives up (`None`) and the mask is walked in full: a shortcut
+    /// never spends the budget the answers need.
+    fn stepping<T>(
+        &self,
+        mut f: impl FnMut(&mut dyn FnMut(u32, u8) -> Option<u32>) -> Option<T>,
+    ) -> Option<T> {
+        {
+            let m = read(&self.machine);
+            let mut step = |s: u32, b: u8| m.explored[s as usize].then(|| m.step(s, b));
+            if let Some(found) = f(&mut step) {
+                return Some(found);
+            }
+        }
+        let mut m = write(&self.machine);
+        let mut step = |s: u32, b: u8| {
+            if !m.explored[s as usize] {
+                let room = m
+                    .determinizer
+                    .as_ref()
+                    .is_some_and(|d| d.is_below_share(SPECULATION_SHARE));
+                if !room || m.explore(s).is_err() {
+                    return None;
+                }
+            }
+            Some(m.step(s, b))
+        };
+        f(&mut step)
     }
 
     /// Where the characters of slice `slice` lead from `state`, remembered per state.
@@ -1007,6 +1223,133 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Words for the class-slice tests: pieces of identifiers, numbers and e-mail addresses, with
+    /// and without a leading space (half of them, so that the space is an anchor), pure and
+    /// mixed, some past [`DENSE_CHARS`].
+    fn class_words() -> Vec<String> {
+        let mut words: Vec<String> = [
+            "a", "b", "z", "ab", "ba", "abz", "in", "int", "if", "i", "x1", "_", "a_b", "0", "1",
+            "10", "01", "2024", "-", ".", "@", "a.", "a@", "b-", "1a", "a1", "ab.c", "x@y", "@a",
+            "((", "(", ")", ";", "=", " ", "  ", "\n", "é", "aé",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        for n in [15, 16, 17, 20] {
+            words.push("ab".repeat(n)[..n].to_string());
+            words.push("7".repeat(n));
+        }
+        let spaced: Vec<String> = words.iter().map(|w| format!(" {w}")).collect();
+        words.extend(spaced);
+        words
+    }
+
+    #[test]
+    fn class_runs_equal_brute_force() {
+        let words = class_words();
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let eos = tokens.len() as u32;
+        let v = vocab(&tokens, eos);
+        let tries = TokenIndex::tries_for(&v).unwrap();
+        assert!(
+            tries.anchors().iter().any(|a| a.path[0] == b' '),
+            "the leading space"
+        );
+        let patterns = [
+            r"[a-z0-9._%+-]{1,6}@(?:[a-z0-9-]{1,4}\.){1,2}[a-z]{2,3}",
+            r"[0-9]{1,20}",
+            r"(?: [a-z_][a-z0-9_]*)+",
+            r"(?:int|if|[a-z_][a-z0-9_]*)(?: (?:int|if|[a-z_][a-z0-9_]*))*",
+            r"[a-z]{2,18}",
+            r"(?:[0-9]+|[a-z]+)(?: [0-9]+| [a-z]+){0,3}",
+            r"[a-z0-9]*1[a-z]{0,3}",
+            r"(?:[ab]{1,3}[0-9]{0,2})+",
+            r"[a-zé]{0,5}",
+        ];
+        for pattern in patterns {
+            for lazy in [false, true] {
+                let idx = index(pattern, &v, lazy);
+                let before = idx.tries.memory_bytes();
+                // Every state a sequence of up to four tokens reaches.
+                let mut frontier = vec![(idx.initial_state(), Vec::new())];
+                for _ in 0..4 {
+                    let mut next = Vec::new();
+                    for (state, prefix) in frontier {
+                        let got = idx.mask(state).unwrap().ids();
+                        assert_eq!(
+                            got,
+                            brute_bytes(pattern, &v, &prefix),
+                            "{pattern} after {:?} lazy={lazy}",
+                            String::from_utf8_lossy(&prefix)
+                        );
+                        for &t in got.iter().filter(|&&t| t != eos) {
+                            let mut longer = prefix.clone();
+                            longer.extend_from_slice(v.token_bytes(t).unwrap());
+                            next.push((idx.next_state(state, i64::from(t)).unwrap(), longer));
+                        }
+                    }
+                    next.sort();
+                    next.dedup_by_key(|(state, _)| *state);
+                    frontier = next;
+                }
+                if pattern.starts_with("[a-z0-9.") {
+                    assert!(
+                        idx.tries.memory_bytes() > before,
+                        "the counted classes built class slices"
+                    );
+                }
+            }
+        }
+    }
+
+    /// On a grammar (a pushdown automaton, where a class's strings part ways into keyword
+    /// prefixes and calls), masks with class slices equal the plain walk of every token.
+    #[test]
+    fn class_runs_on_a_grammar_equal_the_plain_walk() {
+        let grammar = r#"
+            root ::= stmt+
+            stmt ::= ("int" ws)? ident ws? "=" ws? expr ";" | "if(" expr "){" stmt* "}"
+            expr ::= term (("+" | "-") term)*
+            term ::= ident | num | "(" expr ")"
+            ident ::= [a-z_] [a-z0-9_]*
+            num ::= [0-9]+
+            ws ::= [ ]+
+        "#;
+        let hir = crate::grammar::compile(grammar, crate::grammar::Syntax::Gbnf, "root").unwrap();
+        let words = class_words();
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let eos = tokens.len() as u32;
+        let v = vocab(&tokens, eos);
+        let tries = Arc::new(TokenIndex::tries_for(&v).unwrap());
+        let idx = TokenIndex::from_hir(&hir, Arc::clone(&v), tries, &IndexConfig::default())
+            .expect("index");
+        let mut frontier = vec![idx.initial_state()];
+        let mut checked = 0;
+        for _ in 0..6 {
+            let mut next = Vec::new();
+            for state in frontier {
+                let plain = idx.next_states(state).unwrap();
+                // EOS included: it leads to the terminal state where the state accepts.
+                let expected: Vec<u32> = (0..plain.len() as u32)
+                    .filter(|&t| plain[t as usize] != DEAD)
+                    .collect();
+                assert_eq!(idx.mask(state).unwrap().ids(), expected, "state {state}");
+                checked += 1;
+                next.extend(
+                    plain
+                        .iter()
+                        .copied()
+                        .filter(|&s| s != DEAD && s != TERMINAL),
+                );
+            }
+            next.sort_unstable();
+            next.dedup();
+            next.truncate(60);
+            frontier = next;
+        }
+        assert!(checked > 40, "{checked} states");
     }
 
     fn v_id(v: &Vocabulary, text: &str) -> i64 {

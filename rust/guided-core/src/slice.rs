@@ -29,17 +29,23 @@
 //! cost one set per length up to [`DENSE_CHARS`] (25 KB each at 200k tokens) and a sorted list of
 //! the few longer members.
 
+use std::sync::Arc;
+
 use crate::bitmask::TokenSet;
+use crate::class_slice::{ByteClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
 use crate::error::Result;
 use crate::regex::{ClassSet, Hir};
-use crate::trie::TokenTrie;
+use crate::trie::{Anchor, TokenTrie};
 use crate::vocab::Vocabulary;
 
 /// Member lengths (in characters) up to which [`Slice`] keeps one precomputed set per length;
 /// longer members, a few hundred in real vocabularies, are listed, and kept in a trie of their
 /// own for states that must walk them.
 pub const DENSE_CHARS: usize = 16;
+
+/// An anchor of the full trie holds at least one token in this many ([`TokenTries::anchors`]).
+pub const ANCHOR_SHARE: usize = 8;
 
 /// Where a slice's characters lead from a state ([`Slice::advance`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,6 +232,9 @@ impl Slice {
 pub struct TokenTries {
     full: TokenTrie,
     slices: Vec<Slice>,
+    anchors: Vec<Anchor>,
+    classes: ClassSlices,
+    vocab_size: usize,
 }
 
 impl TokenTries {
@@ -240,7 +249,14 @@ impl TokenTries {
             Slice::new("printable", printable, vocab, eos)?,
             Slice::new("json_string", json, vocab, eos)?,
         ];
-        Ok(TokenTries { full, slices })
+        let anchors = full.anchors((vocab.vocab_size() / ANCHOR_SHARE).max(1));
+        Ok(TokenTries {
+            full,
+            slices,
+            anchors,
+            classes: ClassSlices::default(),
+            vocab_size: vocab.vocab_size(),
+        })
     }
 
     /// The trie of every token.
@@ -253,9 +269,24 @@ impl TokenTries {
         &self.slices
     }
 
+    /// The nodes of the full trie under which much of the vocabulary hangs (see
+    /// [`TokenTrie::anchors`]): at least one token in [`ANCHOR_SHARE`] each.
+    pub fn anchors(&self) -> &[Anchor] {
+        &self.anchors
+    }
+
+    /// The slice of an ASCII class (see [`crate::class_slice`]) over the full trie, or below
+    /// anchor `anchor`, built on first use.
+    pub fn class_slice(&self, class: ByteClass, anchor: Option<usize>) -> Arc<ClassSlice> {
+        let anchor = anchor.and_then(|i| Some((i, self.anchors.get(i)?)));
+        self.classes.get(class, &self.full, anchor, self.vocab_size)
+    }
+
     /// Bytes held by the tries and slice masks.
     pub fn memory_bytes(&self) -> usize {
-        self.full.memory_bytes() + self.slices.iter().map(Slice::memory_bytes).sum::<usize>()
+        self.full.memory_bytes()
+            + self.slices.iter().map(Slice::memory_bytes).sum::<usize>()
+            + self.classes.memory_bytes()
     }
 }
 

@@ -112,8 +112,31 @@ impl TokenTrie {
     /// `dead` the state no byte leaves; `on_token(id, state)` is called for each token whose bytes
     /// all survive, with the state they lead to. Subtrees are skipped at their first dead byte.
     #[inline]
-    pub fn walk<S, F>(&self, start: u32, dead: u32, mut step: S, mut on_token: F)
+    pub fn walk<S, F>(&self, start: u32, dead: u32, step: S, on_token: F)
     where
+        S: FnMut(u32, u8) -> u32,
+        F: FnMut(u32, u32),
+    {
+        self.walk_impl(start, dead, |_| false, step, on_token);
+    }
+
+    /// Walks like [`walk`](Self::walk), but passes over, without a step, every subtree whose root
+    /// `i` has `pruned(i)` (nodes numbered in preorder, as [`runs`](Self::runs) and
+    /// [`anchors`](Self::anchors) give them). The tokens in those subtrees are not reported.
+    #[inline]
+    pub fn walk_pruned<P, S, F>(&self, start: u32, dead: u32, pruned: P, step: S, on_token: F)
+    where
+        P: FnMut(usize) -> bool,
+        S: FnMut(u32, u8) -> u32,
+        F: FnMut(u32, u32),
+    {
+        self.walk_impl(start, dead, pruned, step, on_token);
+    }
+
+    #[inline(always)]
+    fn walk_impl<P, S, F>(&self, start: u32, dead: u32, mut pruned: P, mut step: S, mut on_token: F)
+    where
+        P: FnMut(usize) -> bool,
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
@@ -121,6 +144,10 @@ impl TokenTrie {
         let mut stack = vec![start; self.max_depth + 1];
         let mut i = 0;
         while let Some(node) = nodes.get(i) {
+            if pruned(i) {
+                i = node.skip as usize;
+                continue;
+            }
             let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize;
             let next = step(stack[depth - 1], node.depth_byte as u8);
             if next == dead {
@@ -143,6 +170,139 @@ impl TokenTrie {
             i += 1;
         }
     }
+
+    /// The nodes under which much of the vocabulary hangs: each holds at least `min_tokens`
+    /// tokens below it and no node below it does. In a byte-level BPE vocabulary that is the
+    /// leading space (half the tokens start with one); in a SentencePiece one, the three bytes
+    /// of `▁`. The root never counts. Preorder, so their subtrees are disjoint and ascending.
+    pub fn anchors(&self, min_tokens: usize) -> Vec<Anchor> {
+        let nodes = self.nodes.as_slice();
+        // `before[i]`: tokens ending at nodes before `i`.
+        let mut before = Vec::with_capacity(nodes.len() + 1);
+        let mut count = 0;
+        let mut extra = self.extra.iter().peekable();
+        for (i, node) in nodes.iter().enumerate() {
+            before.push(count);
+            if node.token != NO_TOKEN {
+                count += 1;
+            }
+            while extra.next_if(|&&(n, _)| n as usize == i).is_some() {
+                count += 1;
+            }
+        }
+        before.push(count);
+        let mut path: Vec<u8> = Vec::new();
+        let mut anchors: Vec<Anchor> = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize;
+            path.truncate(depth - 1);
+            path.push(node.depth_byte as u8);
+            let skip = node.skip as usize;
+            if before[skip] - before[i + 1] < min_tokens {
+                continue;
+            }
+            let anchor = Anchor {
+                node: i,
+                end: skip,
+                path: path.clone(),
+            };
+            match anchors.last_mut() {
+                // A big node inside the last one is deeper: it replaces it.
+                Some(last) if i < last.end => *last = anchor,
+                _ => anchors.push(anchor),
+            }
+        }
+        anchors
+    }
+
+    /// The runs of a byte set `inside` in the trie, up to `max_depth` bytes: which subtrees a
+    /// walk may pass over because every token in them is spelled from `inside` alone, and which
+    /// tokens are (see [`crate::class_slice`]). With `below`, only the subtree of that anchor
+    /// counts, and a token is spelled from `inside` when its bytes past the anchor's are.
+    ///
+    /// A node is pruned when the bytes on its path from the root (or the anchor), its own and
+    /// every byte below it are in `inside`, and nothing below it is deeper than `max_depth`. Two
+    /// passes over the nodes: backwards, whether each subtree is made of `inside` bytes within the
+    /// depth (the first node after the subtree is its `skip`, so the subtree is clean when the
+    /// nearest offending node after it lies at or past `skip`); forwards, whether each path is.
+    pub fn runs(&self, below: Option<&Anchor>, inside: &[bool; 256], max_depth: usize) -> Runs {
+        let (first, end) = below.map_or((0, self.nodes.len()), |a| (a.node + 1, a.end));
+        let base = below.map_or(0, |a| a.path.len());
+        let nodes = &self.nodes[first..end];
+        let mut pruned = vec![0u64; nodes.len().div_ceil(64)];
+        let depth_of = |node: &Node| ((node.depth_byte & !MORE_TOKENS) >> 8) as usize - base;
+        let clean =
+            |node: &Node| inside[(node.depth_byte & 0xFF) as usize] && depth_of(node) <= max_depth;
+        let mut next_offender = end;
+        for (i, node) in nodes.iter().enumerate().rev() {
+            if clean(node) {
+                if next_offender >= node.skip as usize {
+                    pruned[i / 64] |= 1 << (i % 64);
+                }
+            } else {
+                next_offender = first + i;
+            }
+        }
+        let mut on_path = vec![false; self.max_depth + 1 - base];
+        on_path[0] = true;
+        let mut tokens = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let depth = depth_of(node);
+            let spelled = on_path[depth - 1] && inside[(node.depth_byte & 0xFF) as usize];
+            on_path[depth] = spelled;
+            if !spelled {
+                pruned[i / 64] &= !(1 << (i % 64));
+                continue;
+            }
+            if node.token == NO_TOKEN || depth > max_depth {
+                continue;
+            }
+            tokens.push((depth as u32, node.token));
+            if node.depth_byte & MORE_TOKENS != 0 {
+                let at = self
+                    .extra
+                    .partition_point(|&(n, _)| (n as usize) < first + i);
+                for &(_, id) in self.extra[at..]
+                    .iter()
+                    .take_while(|&&(n, _)| n as usize == first + i)
+                {
+                    tokens.push((depth as u32, id));
+                }
+            }
+        }
+        Runs {
+            first,
+            end,
+            pruned,
+            tokens,
+        }
+    }
+}
+
+/// A node of the trie under which much of the vocabulary hangs ([`TokenTrie::anchors`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    /// The node.
+    pub node: usize,
+    /// The first node after its subtree.
+    pub end: usize,
+    /// The bytes from the root to it.
+    pub path: Vec<u8>,
+}
+
+/// What [`TokenTrie::runs`] finds for one byte set.
+#[derive(Debug, Clone)]
+pub struct Runs {
+    /// The first node looked at (the root's first child, or the anchor's).
+    pub first: usize,
+    /// The first node after those looked at.
+    pub end: usize,
+    /// One bit per node from `first` on (bit `i % 64` of word `i / 64` for node `first + i`):
+    /// the subtrees a walk may pass over.
+    pub pruned: Vec<u64>,
+    /// `(length, id)` of every token spelled from the set, up to the depth asked for; the length
+    /// counts the bytes past the anchor, if any.
+    pub tokens: Vec<(u32, u32)>,
 }
 
 #[cfg(test)]

@@ -527,6 +527,16 @@ impl Determinizer {
         self.seen_sparse.clear();
     }
 
+    /// Whether every budget (states, set entries, closure work) is used below `1 / share` of
+    /// its limit: how a caller that would build states only to save work later (not because an
+    /// answer needs them) keeps from spending what the answers may need.
+    pub fn is_below_share(&self, share: usize) -> bool {
+        let part = |limit: usize| limit / share.max(1);
+        self.sets.len() < part(self.max_states)
+            && self.set_entries < part(self.max_states.saturating_mul(SET_ENTRIES_PER_STATE))
+            && self.work < part(self.max_states.saturating_mul(CLOSURE_WORK_PER_STATE))
+    }
+
     /// Closure steps taken so far, against `max_states * CLOSURE_WORK_PER_STATE`.
     pub fn closure_work(&self) -> usize {
         self.work

@@ -1,0 +1,384 @@
+//! Class slices: the shortcut of [`crate::slice`] for any run of ASCII characters.
+//!
+//! The fixed slices serve states that read almost everything alike (free text, a JSON string
+//! body). Real constraints also spend long stretches inside narrower classes: an e-mail's local
+//! part is `[a-zA-Z0-9._%+-]{1,64}`, a C identifier `[a-zA-Z0-9_]*`, a number `[0-9]+`, a
+//! pattern-constrained string `[a-z-]{3,30}`. In such a state the characters of the class lead
+//! on together and everything else leaves the run, so a fixed slice does not fit ("mixed"), and
+//! the walk visits every token that starts inside the class: a counted class is a fresh walk of
+//! most of the vocabulary's word pieces for each of its sixty-four states.
+//!
+//! A class slice is the same idea over a set `C` of ASCII bytes found from the state itself: the
+//! bytes that lead to its most common successor. When every byte of `C` leads on together, step
+//! after step (the chain of [`crate::slice`]), a token spelled from `C` alone of `n` bytes is
+//! allowed exactly when the chain is alive for `n` steps, so those tokens come from one union of
+//! a precomputed set, and the walk passes over every trie subtree that holds nothing else
+//! ([`TokenTrie::walk_pruned`]). The walk still steps through every token that leaves the run
+//! (`abc@`, `x.y`), so the answer is the walk's, only cheaper.
+//!
+//! ASCII only, because one ASCII byte is one character and a run's length is a token's length;
+//! a multi-byte character never joins a class here and its tokens are walked. Classes are found
+//! per state, but the slice depends only on the bytes and the vocabulary: it is built on first
+//! use, in two passes over the trie (under a millisecond at 50k tokens, a few at 200k), and kept
+//! with the vocabulary's tries for every index over it. A slice holds one token set per length up
+//! to [`DENSE_CHARS`] and one bit per trie node; the cache keeps [`MAX_CACHED_CLASSES`] of them
+//! and starts afresh past that, so hostile patterns with many classes cost rebuilds, not memory.
+
+use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
+
+use crate::bitmask::TokenSet;
+use crate::slice::DENSE_CHARS;
+use crate::trie::{Anchor, TokenTrie};
+
+/// Fewest bytes a class needs before a slice is built for it: below that, the tokens spelled
+/// from it are too few for the shortcut to pay for its build.
+pub const MIN_CLASS_BYTES: u32 = 4;
+
+/// Most class slices kept per vocabulary.
+pub const MAX_CACHED_CLASSES: usize = 64;
+
+/// A set of ASCII bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ByteClass(u128);
+
+impl ByteClass {
+    /// The ASCII bytes that lead to a state's most common successor other than `dead`, if there
+    /// are at least [`MIN_CLASS_BYTES`] of them. `groups` are the state's moves as `(bytes,
+    /// successor)`, the bytes of a group given as a set (the automaton's byte classes, say). Ties
+    /// go to the smaller state, so the choice depends on nothing but the moves.
+    pub fn most_common(groups: &[(u128, u32)], dead: u32) -> Option<Self> {
+        let mut counts: Vec<(u32, u32)> = Vec::with_capacity(groups.len());
+        for &(bytes, t) in groups.iter().filter(|&&(_, t)| t != dead) {
+            let n = bytes.count_ones();
+            match counts.iter_mut().find(|(s, _)| *s == t) {
+                Some((_, total)) => *total += n,
+                None => counts.push((t, n)),
+            }
+        }
+        let (target, count) = counts
+            .into_iter()
+            .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))?;
+        if count < MIN_CLASS_BYTES {
+            return None;
+        }
+        let bits = groups
+            .iter()
+            .filter(|&&(_, t)| t == target)
+            .fold(0u128, |acc, &(bytes, _)| acc | bytes);
+        Some(ByteClass(bits))
+    }
+
+    /// The bytes of the class that are also in `bytes`, if there are at least
+    /// [`MIN_CLASS_BYTES`] of them.
+    pub fn within(self, bytes: u128) -> Option<Self> {
+        let bits = self.0 & bytes;
+        (bits.count_ones() >= MIN_CLASS_BYTES).then_some(ByteClass(bits))
+    }
+
+    /// The class of exactly these bytes (those past ASCII are left out).
+    pub fn of(bytes: impl IntoIterator<Item = u8>) -> Self {
+        ByteClass(
+            bytes
+                .into_iter()
+                .filter(|&b| b < 128)
+                .fold(0u128, |acc, b| acc | 1 << b),
+        )
+    }
+
+    /// Whether every byte of `bytes` (a set as [`most_common`](Self::most_common) takes it) is
+    /// in the class.
+    pub fn includes(self, bytes: u128) -> bool {
+        bytes & !self.0 == 0
+    }
+
+    /// Whether `byte` is in the class.
+    pub fn contains(self, byte: u8) -> bool {
+        byte < 128 && self.0 >> byte & 1 != 0
+    }
+
+    /// The bytes of the class, in order.
+    pub fn bytes(self) -> impl Iterator<Item = u8> {
+        let mut rest = self.0;
+        std::iter::from_fn(move || {
+            let b = rest.trailing_zeros();
+            (b < 128).then(|| {
+                rest &= rest - 1;
+                b as u8
+            })
+        })
+    }
+}
+
+/// The tokens spelled from one class, by length, and the trie subtrees that hold nothing else;
+/// over the whole trie, or below one [`Anchor`].
+#[derive(Debug)]
+pub struct ClassSlice {
+    /// `within[n]`: the tokens of at most `n` bytes spelled from the class (bytes past the
+    /// anchor's, below one), for `n` up to the longest of them (and at most [`DENSE_CHARS`]).
+    within: Vec<TokenSet>,
+    /// The nodes the slice covers: `first..end`.
+    first: usize,
+    end: usize,
+    /// One bit per covered node: subtrees whose tokens are all in `within`.
+    pruned: Vec<u64>,
+}
+
+impl ClassSlice {
+    /// Builds the slice of `class` over the vocabulary's full trie, or below `anchor`.
+    pub fn new(
+        class: ByteClass,
+        trie: &TokenTrie,
+        anchor: Option<&Anchor>,
+        vocab_size: usize,
+    ) -> Self {
+        let mut inside = [false; 256];
+        for b in class.bytes() {
+            inside[b as usize] = true;
+        }
+        let runs = trie.runs(anchor, &inside, DENSE_CHARS);
+        let longest = runs
+            .tokens
+            .iter()
+            .map(|&(n, _)| n as usize)
+            .max()
+            .unwrap_or(0);
+        let mut within = vec![TokenSet::empty(vocab_size); longest + 1];
+        for &(n, id) in &runs.tokens {
+            within[n as usize].insert(id);
+        }
+        for n in 1..within.len() {
+            let (shorter, this) = within.split_at_mut(n);
+            this[0].union_with(&shorter[n - 1]);
+        }
+        ClassSlice {
+            within,
+            first: runs.first,
+            end: runs.end,
+            pruned: runs.pruned,
+        }
+    }
+
+    /// The longest token spelled from the class, in bytes, up to [`DENSE_CHARS`].
+    pub fn longest(&self) -> usize {
+        self.within.len() - 1
+    }
+
+    /// Adds to `set` the tokens of at most `chars` bytes spelled from the class.
+    pub fn add_members_within(&self, chars: usize, set: &mut TokenSet) {
+        set.union_with(&self.within[chars.min(self.longest())]);
+    }
+
+    /// Whether node `i` of the full trie lies where the slice was built.
+    #[inline]
+    pub fn covers(&self, i: usize) -> bool {
+        (self.first..self.end).contains(&i)
+    }
+
+    /// Whether a walk may pass over the subtree of node `i` (which the slice covers): every token
+    /// in it is spelled from the class and at most [`DENSE_CHARS`] long.
+    #[inline]
+    pub fn is_pruned(&self, i: usize) -> bool {
+        let i = i - self.first;
+        self.pruned[i / 64] >> (i % 64) & 1 != 0
+    }
+
+    /// Bytes held by the slice.
+    pub fn memory_bytes(&self) -> usize {
+        self.within
+            .iter()
+            .map(TokenSet::memory_bytes)
+            .sum::<usize>()
+            + self.pruned.capacity() * 8
+    }
+}
+
+/// Which slice: a class over the whole trie (`None`) or below an anchor (its index).
+type Key = (Option<usize>, ByteClass);
+
+/// The class slices of one vocabulary, built on first use and shared by every index over it.
+#[derive(Debug, Default)]
+pub struct ClassSlices {
+    built: Mutex<FxHashMap<Key, Arc<ClassSlice>>>,
+}
+
+impl ClassSlices {
+    /// The slice of `class` over `trie` (below `anchor`, the anchor's index and itself), built
+    /// now if it is not kept yet. The build runs outside the lock, so a thread that needs a kept
+    /// slice never waits on another's build.
+    pub fn get(
+        &self,
+        class: ByteClass,
+        trie: &TokenTrie,
+        anchor: Option<(usize, &Anchor)>,
+        vocab_size: usize,
+    ) -> Arc<ClassSlice> {
+        let key = (anchor.map(|(i, _)| i), class);
+        if let Some(slice) = self.lock().get(&key) {
+            return Arc::clone(slice);
+        }
+        let slice = Arc::new(ClassSlice::new(
+            class,
+            trie,
+            anchor.map(|(_, a)| a),
+            vocab_size,
+        ));
+        let mut built = self.lock();
+        if built.len() >= MAX_CACHED_CLASSES {
+            built.clear();
+        }
+        Arc::clone(built.entry(key).or_insert(slice))
+    }
+
+    /// Bytes held by the kept slices.
+    pub fn memory_bytes(&self) -> usize {
+        self.lock().values().map(|s| s.memory_bytes()).sum()
+    }
+
+    /// Poisoning only records that another thread panicked while holding the lock; the map is
+    /// updated in single calls that leave it whole, so it stays usable.
+    fn lock(&self) -> std::sync::MutexGuard<'_, FxHashMap<Key, Arc<ClassSlice>>> {
+        self.built.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trie(words: &[&str]) -> TokenTrie {
+        TokenTrie::new(
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i as u32, w.as_bytes())),
+        )
+    }
+
+    fn class(bytes: &[u8]) -> ByteClass {
+        ByteClass::of(bytes.iter().copied())
+    }
+
+    #[test]
+    fn the_most_common_successor_names_the_class() {
+        let letters = class(b"abcdefghijklmnopqrstuvwxyz").0;
+        let upper = class(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ").0;
+        let digits = class(b"0123456789").0;
+        // Letters reach 7 in two groups, together more than the digits reaching 3.
+        let groups = [(letters, 7), (digits, 3), (class(b"@").0, 9), (upper, 7)];
+        let found = ByteClass::most_common(&groups, 0).expect("52 letters lead to 7");
+        assert_eq!(found.0, letters | upper);
+        assert_eq!(found.bytes().count(), 52);
+        assert!(found.contains(b'Q') && !found.contains(b'1') && !found.contains(200));
+        assert_eq!(
+            ByteClass::most_common(&[(class(b"xy").0, 2), (class(b"z").0, 5)], 0),
+            None,
+            "two bytes are too few"
+        );
+        assert_eq!(
+            ByteClass::most_common(&[(digits, 0)], 0),
+            None,
+            "the dead state is no successor"
+        );
+    }
+
+    #[test]
+    fn runs_prune_exactly_the_subtrees_spelled_from_the_class() {
+        let words = [
+            "ab",
+            "abc",
+            "ab@",
+            "b",
+            "ba",
+            "@a",
+            "a",
+            "aaaaaaaaaaaaaaaaaaaa",
+        ];
+        let t = trie(&words);
+        let slice = ClassSlice::new(class(b"abc"), &t, None, words.len());
+        // Tokens the walk still reports are those outside every pruned subtree.
+        let mut walked = Vec::new();
+        t.walk_pruned(
+            1,
+            0,
+            |i| slice.is_pruned(i),
+            |_, _| 1,
+            |id, _| walked.push(id),
+        );
+        walked.sort_unstable();
+        // "ab@" and "@a" leave the class; "a" and "ab" lie on the path to "ab@", so their nodes
+        // are walked; the twenty-letter token is longer than DENSE_CHARS.
+        assert_eq!(walked, vec![0, 2, 5, 6, 7]);
+        for chars in [0, 1, 2, 3, 20] {
+            let mut set = TokenSet::empty(words.len());
+            slice.add_members_within(chars, &mut set);
+            let expected: Vec<u32> = words
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| {
+                    w.len() <= chars.min(DENSE_CHARS) && w.bytes().all(|b| b"abc".contains(&b))
+                })
+                .map(|(i, _)| i as u32)
+                .collect();
+            assert_eq!(set.iter().collect::<Vec<_>>(), expected, "within {chars}");
+        }
+        // Every spelled token is reported by the walk or supplied by the sets.
+        let mut all = TokenSet::empty(words.len());
+        slice.add_members_within(usize::MAX, &mut all);
+        for id in walked {
+            all.insert(id);
+        }
+        assert_eq!(all.len(), words.len());
+    }
+
+    #[test]
+    fn anchored_runs_count_the_bytes_past_the_anchor() {
+        let words = [
+            " ab", " ab@", " b", " 1", " abc", " ", "ab", "x", " c", " ca", " cab", " @",
+        ];
+        let t = trie(&words);
+        let anchors = t.anchors(6);
+        assert_eq!(anchors.len(), 1);
+        let space = &anchors[0];
+        assert_eq!(space.path, b" ");
+        let slice = ClassSlice::new(class(b"abc"), &t, Some(space), words.len());
+        assert!(!slice.covers(space.node) && slice.covers(space.node + 1));
+        assert!(!slice.covers(space.end));
+        for chars in [0, 1, 2, 3] {
+            let mut set = TokenSet::empty(words.len());
+            slice.add_members_within(chars, &mut set);
+            let expected: Vec<u32> = words
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| {
+                    let rest = w.strip_prefix(' ').unwrap_or("");
+                    w.starts_with(' ')
+                        && !rest.is_empty()
+                        && rest.len() <= chars
+                        && rest.bytes().all(|b| b"abc".contains(&b))
+                })
+                .map(|(i, _)| i as u32)
+                .collect();
+            assert_eq!(set.iter().collect::<Vec<_>>(), expected, "within {chars}");
+        }
+        // Below the anchor, the walk passes over " b", " c..." but not " a", on the way to " ab@".
+        let mut walked = Vec::new();
+        let pruned = |i: usize| slice.covers(i) && slice.is_pruned(i);
+        t.walk_pruned(1, 0, pruned, |_, _| 1, |id, _| walked.push(id));
+        walked.sort_unstable();
+        assert_eq!(walked, vec![0, 1, 3, 5, 6, 7, 11]);
+    }
+
+    #[test]
+    fn the_cache_shares_slices_and_bounds_itself() {
+        let t = trie(&["ab", "cd"]);
+        let cache = ClassSlices::default();
+        let first = cache.get(class(b"abcd"), &t, None, 2);
+        assert!(Arc::ptr_eq(&first, &cache.get(class(b"abcd"), &t, None, 2)));
+        for k in 0..(MAX_CACHED_CLASSES as u8 + 3) {
+            cache.get(ByteClass(1 << k), &t, None, 2);
+        }
+        assert!(cache.lock().len() <= MAX_CACHED_CLASSES);
+    }
+}
