@@ -36,7 +36,7 @@
 //! string, about a million nodes at 200k tokens).
 
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use rustc_hash::{FxHashMap, FxHasher};
 
@@ -48,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
-use crate::slice::{Advance, TokenTries, DENSE_CHARS};
+use crate::slice::{Advance, Representatives, TokenTries, DENSE_CHARS};
 use crate::structural_tag::{self, TagOptions};
 use crate::vocab::Vocabulary;
 
@@ -326,6 +326,9 @@ pub struct TokenIndex {
     tries: Arc<TokenTries>,
     eos: Vec<u32>,
     eos_mask: Arc<Mask>,
+    /// Per fixed slice, the bytes its moves need to try
+    /// ([`Slice::representatives`](crate::slice::Slice::representatives)), made on first use.
+    slice_reps: Vec<OnceLock<Representatives>>,
     /// The ASCII bytes grouped by the automaton's byte classes, as `(a byte of the group, the
     /// group)`: bytes of one group move alike from every state, so one of them answers for all.
     ascii_groups: Vec<(u8, u128)>,
@@ -446,6 +449,7 @@ impl TokenIndex {
             }
         }
         TokenIndex {
+            slice_reps: tries.slices().iter().map(|_| Default::default()).collect(),
             ascii_groups,
             machine: RwLock::new(machine),
             masks: RwLock::new(MaskCache::default()),
@@ -941,9 +945,11 @@ impl TokenIndex {
             return Ok(known);
         }
         let chars = &self.tries.slices()[slice];
+        let reps = self.slice_reps[slice]
+            .get_or_init(|| chars.representatives(&read(&self.machine).class_of));
         let attempt = {
             let m = read(&self.machine);
-            chars.advance(state, DEAD, |s, b| {
+            chars.advance(state, DEAD, reps, |s, b| {
                 m.explored[s as usize].then(|| m.step(s, b))
             })
         };
@@ -953,7 +959,7 @@ impl TokenIndex {
             None => {
                 let mut m = write(&self.machine);
                 let mut failure = None;
-                let advance = chars.advance(state, DEAD, |s, b| match m.explore(s) {
+                let advance = chars.advance(state, DEAD, reps, |s, b| match m.explore(s) {
                     Ok(()) => Some(m.step(s, b)),
                     Err(e) => {
                         failure = Some(e);

@@ -47,6 +47,10 @@ pub const DENSE_CHARS: usize = 16;
 /// An anchor of the full trie holds at least one token in this many ([`TokenTries::anchors`]).
 pub const ANCHOR_SHARE: usize = 8;
 
+/// Per state of a slice's one-character automaton, the bytes worth trying with where each leads
+/// ([`Slice::representatives`]).
+pub type Representatives = Vec<Vec<(u8, u32)>>;
+
 /// Where a slice's characters lead from a state ([`Slice::advance`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advance {
@@ -162,13 +166,41 @@ impl Slice {
         &self.rest
     }
 
+    /// The bytes [`advance`](Self::advance) needs to try, for an automaton whose bytes fall into
+    /// `class_of`'s classes: per state of the slice's one-character automaton, one byte for each
+    /// distinct pair (where the byte leads in that automaton, the byte's class), with where it
+    /// leads. Bytes of one class move alike from every state, so one of them answers for all:
+    /// tens of steps per state instead of 256.
+    pub fn representatives(&self, class_of: &[u8; 256]) -> Representatives {
+        let u = &self.one_char;
+        (0..u.num_states() as u32)
+            .map(|us| {
+                let mut reps: Vec<(u8, u32)> = Vec::new();
+                for b in 0..=255u8 {
+                    let un = u.next_state(us, b);
+                    let class = class_of[b as usize];
+                    if un != u.dead()
+                        && !reps
+                            .iter()
+                            .any(|&(r, n)| n == un && class_of[r as usize] == class)
+                    {
+                        reps.push((b, un));
+                    }
+                }
+                reps
+            })
+            .collect()
+    }
+
     /// Where every character of the slice leads from `state`. `step` is the automaton's
     /// transition, with `dead` its dead state; it may answer `None` (a row the caller cannot
-    /// read yet), and then so does `advance`.
+    /// read yet), and then so does `advance`. `reps` are the automaton's
+    /// [`representatives`](Self::representatives).
     pub fn advance(
         &self,
         state: u32,
         dead: u32,
+        reps: &Representatives,
         mut step: impl FnMut(u32, u8) -> Option<u32>,
     ) -> Option<Advance> {
         // Pairs (position in one character, automaton state) still to expand.
@@ -184,11 +216,7 @@ impl Slice {
             Some(previous) => previous == t,
         };
         while let Some((us, ms)) = stack.pop() {
-            for b in 0..=255u8 {
-                let un = u.next_state(us, b);
-                if un == u.dead() {
-                    continue;
-                }
+            for &(b, un) in &reps[us as usize] {
                 let mn = step(ms, b)?;
                 // A character that dies part-way leads to the dead state like one that dies at
                 // its end.
@@ -323,10 +351,45 @@ mod tests {
         );
     }
 
+    /// Every byte its own class: the representatives are every live byte.
+    fn reps(slice: &Slice) -> Representatives {
+        let mut class_of = [0u8; 256];
+        for (b, c) in class_of.iter_mut().enumerate() {
+            *c = b as u8;
+        }
+        slice.representatives(&class_of)
+    }
+
+    #[test]
+    fn representatives_keep_one_byte_per_class_and_move() {
+        let tries = TokenTries::new(&vocab()).expect("tries");
+        let json = &tries.slices()[1];
+        let every = reps(json);
+        // Two classes, ASCII and the rest: the start state needs ASCII (one byte) and each lead
+        // byte's move, continuation states one continuation byte.
+        let mut class_of = [1u8; 256];
+        class_of[..128].fill(0);
+        let few = json.representatives(&class_of);
+        assert_eq!(few.len(), every.len());
+        for (f, e) in few.iter().zip(&every) {
+            assert!(f.len() <= e.len());
+            let moves = |r: &[(u8, u32)]| {
+                let mut m: Vec<(u8, u32)> =
+                    r.iter().map(|&(b, n)| (class_of[b as usize], n)).collect();
+                m.sort_unstable();
+                m.dedup();
+                m
+            };
+            assert_eq!(moves(f), moves(e), "the same moves, by class");
+        }
+        assert!(few.iter().map(Vec::len).sum::<usize>() < 64);
+    }
+
     #[test]
     fn advance_is_exact() {
         let tries = TokenTries::new(&vocab()).expect("tries");
         let json = &tries.slices()[1];
+        let (json_reps, printable_reps) = (reps(json), reps(&tries.slices()[0]));
         // A string-body automaton: state 1 loops on everything but `"` and `\`, which go to 2.
         let body = |s: u32, b: u8| {
             Some(match (s, b) {
@@ -337,9 +400,9 @@ mod tests {
             })
         };
         // Multi-byte characters pass through the same state byte by byte here, so they loop.
-        assert_eq!(json.advance(1, 0, body), Some(Advance::To(1)));
+        assert_eq!(json.advance(1, 0, &json_reps, body), Some(Advance::To(1)));
         assert_eq!(
-            tries.slices()[0].advance(1, 0, body),
+            tries.slices()[0].advance(1, 0, &printable_reps, body),
             Some(Advance::Mixed),
             "`\"` leaves the state"
         );
@@ -351,7 +414,7 @@ mod tests {
                 0
             })
         };
-        assert_eq!(json.advance(1, 0, ascii), Some(Advance::Mixed));
+        assert_eq!(json.advance(1, 0, &json_reps, ascii), Some(Advance::Mixed));
         // A counter: state k reads one character and moves to k - 1; state 1 reads nothing
         // more. While a character is unfinished the state is `1000 * r + k`, with `r` of its
         // continuation bytes still to come.
@@ -368,11 +431,17 @@ mod tests {
                 _ => 0,
             })
         };
-        assert_eq!(json.advance(5, 0, counter), Some(Advance::To(4)));
-        assert_eq!(json.advance(1, 0, counter), Some(Advance::To(0)));
+        assert_eq!(
+            json.advance(5, 0, &json_reps, counter),
+            Some(Advance::To(4))
+        );
+        assert_eq!(
+            json.advance(1, 0, &json_reps, counter),
+            Some(Advance::To(0))
+        );
         // Three- and four-byte characters die part-way, two-byte ones do not: mixed.
         assert_eq!(
-            json.advance(5, 0, |s, b| if b >= 0xE0 && s < 1000 {
+            json.advance(5, 0, &json_reps, |s, b| if b >= 0xE0 && s < 1000 {
                 Some(0)
             } else {
                 counter(s, b)
@@ -380,7 +449,7 @@ mod tests {
             Some(Advance::Mixed)
         );
         // A row the caller cannot read makes the answer unknown, not wrong.
-        assert_eq!(json.advance(1, 0, |_, _| None), None);
+        assert_eq!(json.advance(1, 0, &json_reps, |_, _| None), None);
     }
 
     #[test]
