@@ -18,10 +18,11 @@ every engine but outlines-core, which has no grammars). The figures:
   states they have not seen (median and p99 over positions);
 - warm: the same walk again with a fresh matcher on the same compiled object (median over positions
   of the per-position median of ``--warm`` passes);
-- memory: guided ``index.memory_bytes()`` after the pass (the vocabulary's shared token trie
-  included), xgrammar ``compiled.memory_size_bytes``, and for llguidance and outlines-core, which
-  report nothing, the growth of the process's resident set around compile + first pass (labelled
-  "rss"; allocator reuse makes it a rough figure);
+- memory: guided ``index.memory_bytes()`` after the pass, less what every index over the
+  vocabulary shares (its token trie and the class slices built so far, reported once per
+  vocabulary in the preparation table), xgrammar ``compiled.memory_size_bytes``, and for
+  llguidance and outlines-core, which report nothing, the growth of the process's resident set
+  around compile + first pass (labelled "rss"; allocator reuse makes it a rough figure);
 - batch: 64 guides spread along the large JSON output, one ``fill_next_token_bitmask`` call on 1 and
   on 2 threads, warm, beside xgrammar's ``BatchGrammarMatcher`` and llguidance's ``LLExecutor``.
 
@@ -1196,7 +1197,10 @@ def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, r
                     prep["outlines-core Vocabulary"] = oprep
                 outlines_gave_up = r.status == "timeout"
             by_engine["outlines-core"] = r
-        summaries = summarize(rep, vname, w, tokens, by_engine, trie_bytes, vocab.vocab_size)
+        # The keeper holds what every index over the vocabulary shares: the token trie, and the
+        # class slices the workloads so far had built (kept per vocabulary, not per index).
+        shared = keeper.memory_bytes()
+        summaries = summarize(rep, vname, w, tokens, by_engine, shared, vocab.vocab_size)
         vres["workloads"][w.name] = {"tokens": len(tokens), "engines": summaries}
         if w.name == BATCH_WORKLOAD or (w is work[-1] and "batch" not in vres):
             rows = batch_scaling(vocab, tokens, compiled, engines, w)
@@ -1217,20 +1221,28 @@ def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, r
     for k, v in prep.items():
         rep.prep.append([vname, vocab.vocab_size, k, v * 1e3])
     rep.prep.append([vname, vocab.vocab_size, "guided token trie, MB", trie_bytes / 2**20])
+    rep.prep.append(
+        [
+            vname,
+            vocab.vocab_size,
+            "guided class slices after all workloads, MB",
+            (keeper.memory_bytes() - trie_bytes) / 2**20,
+        ]
+    )
     vres["prep_s"] = prep
     rep.results["vocabularies"][vname] = vres
     del keeper
 
 
 def print_report(rep: Report, args: argparse.Namespace) -> None:
-    print("\nPer-vocabulary preparation, not counted in compile times (ms; the last row MB)")
+    print("\nPer-vocabulary preparation, not counted in compile times (ms; rows in MB say so)")
     print(table(["vocab", "size", "what", "ms"], rep.prep))
     print(
         f"\nMasks along the same output. compile, TTFM: median of {args.reps}; 1st: per mask on "
         f"the fresh object (per-position median of {args.reps} passes); warm: per mask, fresh "
-        "matcher, same object.\nmemory: guided index.memory_bytes() less the shared trie, "
-        "xgrammar memory_size_bytes, outlines-core its pickled index, llguidance none "
-        "(see rss: resident-set growth over compile + first pass).\nmasks = guided: positions "
+        "matcher, same object.\nmemory: guided index.memory_bytes() less the shared trie and "
+        "class slices, xgrammar memory_size_bytes, outlines-core its pickled index, llguidance "
+        "none (see rss: resident-set growth over compile + first pass).\nmasks = guided: positions "
         "where the peer's mask equals guided's; covers guided: where the peer allows every token "
         "guided allows (guided's JSON whitespace is a subset of xgrammar's and llguidance's)"
     )

@@ -93,7 +93,8 @@ def render_index(results: dict[str, Any]) -> str:
         "engines pay for unseen states; *warm* is per mask when the states were seen before. "
         "*masks = guided* counts positions where the peer's mask is identical to guided's (JSON "
         "workloads differ by design where the peers allow more whitespace). Memory is what each "
-        "engine reports (guided: the index beyond the shared token trie; llguidance reports "
+        "engine reports (guided: the index beyond what the vocabulary's indexes share, the token "
+        "trie and class slices; llguidance reports "
         "nothing, so its figure is resident-set growth)."
     )
     for vocab, data in results.get("vocabularies", {}).items():

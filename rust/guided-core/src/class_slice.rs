@@ -260,6 +260,21 @@ mod tests {
         ByteClass::of(bytes.iter().copied())
     }
 
+    /// The slice's members within `chars` are exactly the words `expected` picks.
+    fn assert_within(
+        slice: &ClassSlice,
+        words: &[&str],
+        chars: usize,
+        expected: impl Fn(&str) -> bool,
+    ) {
+        let mut set = TokenSet::empty(words.len());
+        slice.add_members_within(chars, &mut set);
+        let want: Vec<u32> = (0..words.len() as u32)
+            .filter(|&i| expected(words[i as usize]))
+            .collect();
+        assert_eq!(set.iter().collect::<Vec<_>>(), want, "within {chars}");
+    }
+
     #[test]
     fn the_most_common_successor_names_the_class() {
         let letters = class(b"abcdefghijklmnopqrstuvwxyz").0;
@@ -311,17 +326,9 @@ mod tests {
         // are walked; the twenty-letter token is longer than DENSE_CHARS.
         assert_eq!(walked, vec![0, 2, 5, 6, 7]);
         for chars in [0, 1, 2, 3, 20] {
-            let mut set = TokenSet::empty(words.len());
-            slice.add_members_within(chars, &mut set);
-            let expected: Vec<u32> = words
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| {
-                    w.len() <= chars.min(DENSE_CHARS) && w.bytes().all(|b| b"abc".contains(&b))
-                })
-                .map(|(i, _)| i as u32)
-                .collect();
-            assert_eq!(set.iter().collect::<Vec<_>>(), expected, "within {chars}");
+            assert_within(&slice, &words, chars, |w| {
+                w.len() <= chars.min(DENSE_CHARS) && w.bytes().all(|b| b"abc".contains(&b))
+            });
         }
         // Every spelled token is reported by the walk or supplied by the sets.
         let mut all = TokenSet::empty(words.len());
@@ -346,21 +353,13 @@ mod tests {
         assert!(!slice.covers(space.node) && slice.covers(space.node + 1));
         assert!(!slice.covers(space.end));
         for chars in [0, 1, 2, 3] {
-            let mut set = TokenSet::empty(words.len());
-            slice.add_members_within(chars, &mut set);
-            let expected: Vec<u32> = words
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| {
-                    let rest = w.strip_prefix(' ').unwrap_or("");
-                    w.starts_with(' ')
-                        && !rest.is_empty()
-                        && rest.len() <= chars
-                        && rest.bytes().all(|b| b"abc".contains(&b))
-                })
-                .map(|(i, _)| i as u32)
-                .collect();
-            assert_eq!(set.iter().collect::<Vec<_>>(), expected, "within {chars}");
+            assert_within(&slice, &words, chars, |w| {
+                let rest = w.strip_prefix(' ').unwrap_or("");
+                w.starts_with(' ')
+                    && !rest.is_empty()
+                    && rest.len() <= chars
+                    && rest.bytes().all(|b| b"abc".contains(&b))
+            });
         }
         // Below the anchor, the walk passes over " b", " c..." but not " a", on the way to " ab@".
         let mut walked = Vec::new();

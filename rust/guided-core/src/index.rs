@@ -1204,30 +1204,39 @@ mod tests {
         ];
         for pattern in patterns {
             for lazy in [false, true] {
-                let idx = index(pattern, &v, lazy);
-                // Every state a sequence of up to three tokens reaches.
-                let mut frontier = vec![(idx.initial_state(), Vec::new())];
-                for _ in 0..3 {
-                    let mut next = Vec::new();
-                    for (state, prefix) in frontier {
-                        let got = idx.mask(state).unwrap().ids();
-                        assert_eq!(
-                            got,
-                            brute_bytes(pattern, &v, &prefix),
-                            "{pattern} after {:?} lazy={lazy}",
-                            String::from_utf8_lossy(&prefix)
-                        );
-                        for &t in got.iter().filter(|&&t| t != eos) {
-                            let mut longer = prefix.clone();
-                            longer.extend_from_slice(v.token_bytes(t).unwrap());
-                            next.push((idx.next_state(state, i64::from(t)).unwrap(), longer));
-                        }
-                    }
-                    next.sort();
-                    next.dedup_by_key(|(state, _)| *state);
-                    frontier = next;
+                assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 3);
+            }
+        }
+    }
+
+    /// Compares the mask of every state a sequence of up to `depth` tokens reaches with
+    /// [`brute_bytes`] after the same text.
+    fn assert_masks_equal_brute_force(
+        idx: &TokenIndex,
+        pattern: &str,
+        v: &Vocabulary,
+        depth: usize,
+    ) {
+        let mut frontier = vec![(idx.initial_state(), Vec::new())];
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for (state, prefix) in frontier {
+                let got = idx.mask(state).unwrap().ids();
+                assert_eq!(
+                    got,
+                    brute_bytes(pattern, v, &prefix),
+                    "{pattern} after {:?}",
+                    String::from_utf8_lossy(&prefix)
+                );
+                for &t in got.iter().filter(|&&t| !v.is_eos(t)) {
+                    let mut longer = prefix.clone();
+                    longer.extend_from_slice(v.token_bytes(t).unwrap());
+                    next.push((idx.next_state(state, i64::from(t)).unwrap(), longer));
                 }
             }
+            next.sort();
+            next.dedup_by_key(|(state, _)| *state);
+            frontier = next;
         }
     }
 
@@ -1278,28 +1287,7 @@ mod tests {
             for lazy in [false, true] {
                 let idx = index(pattern, &v, lazy);
                 let before = idx.tries.memory_bytes();
-                // Every state a sequence of up to four tokens reaches.
-                let mut frontier = vec![(idx.initial_state(), Vec::new())];
-                for _ in 0..4 {
-                    let mut next = Vec::new();
-                    for (state, prefix) in frontier {
-                        let got = idx.mask(state).unwrap().ids();
-                        assert_eq!(
-                            got,
-                            brute_bytes(pattern, &v, &prefix),
-                            "{pattern} after {:?} lazy={lazy}",
-                            String::from_utf8_lossy(&prefix)
-                        );
-                        for &t in got.iter().filter(|&&t| t != eos) {
-                            let mut longer = prefix.clone();
-                            longer.extend_from_slice(v.token_bytes(t).unwrap());
-                            next.push((idx.next_state(state, i64::from(t)).unwrap(), longer));
-                        }
-                    }
-                    next.sort();
-                    next.dedup_by_key(|(state, _)| *state);
-                    frontier = next;
-                }
+                assert_masks_equal_brute_force(&idx, pattern, &v, 4);
                 if pattern.starts_with("[a-z0-9.") {
                     assert!(
                         idx.tries.memory_bytes() > before,
