@@ -12,17 +12,22 @@
 //! bytes that lead to its most common successor. When every byte of `C` leads on together, step
 //! after step (the chain of [`crate::slice`]), a token spelled from `C` alone of `n` bytes is
 //! allowed exactly when the chain is alive for `n` steps, so those tokens come from one union of
-//! a precomputed set, and the walk passes over every trie subtree that holds nothing else
-//! ([`TokenTrie::walk_pruned`]). The walk still steps through every token that leaves the run
-//! (`abc@`, `x.y`), so the answer is the walk's, only cheaper.
+//! a precomputed set, and the walk goes through a copy of the trie without the subtrees that hold
+//! nothing else ([`TokenTrie::filtered`]: the kept nodes lie side by side, so a walk of a large
+//! vocabulary reads a few thousand neighbouring nodes instead of jumping across megabytes). The
+//! walk still steps through every token that leaves the run (`abc@`, `x.y`), so the answer is the
+//! walk's, only cheaper.
 //!
 //! ASCII only, because one ASCII byte is one character and a run's length is a token's length;
 //! a multi-byte character never joins a class here and its tokens are walked. Classes are found
 //! per state, but the slice depends only on the bytes and the vocabulary: it is built on first
-//! use, in two passes over the trie (under a millisecond at 50k tokens, a few at 200k), and kept
-//! with the vocabulary's tries for every index over it. A slice holds one token set per length up
-//! to [`DENSE_CHARS`] and one bit per trie node; the cache keeps [`MAX_CACHED_CLASSES`] of them
-//! and starts afresh past that, so hostile patterns with many classes cost rebuilds, not memory.
+//! use, in three passes over its part of the trie (under a millisecond at 50k tokens, a few at
+//! 200k), and kept with the vocabulary's tries for every index over it. The vocabulary's
+//! [anchors](TokenTrie::anchors) (the leading space) have slices of their own, for the state the
+//! anchor's path leads to, so a state where a space starts a word gets the same shortcut below
+//! the space. A slice holds one token set per length up to [`DENSE_CHARS`] and the kept nodes;
+//! the cache keeps [`MAX_CACHED_CLASSES`] of them and starts afresh past that, so hostile
+//! patterns with many classes cost rebuilds, not memory.
 
 use std::sync::{Arc, Mutex};
 
@@ -111,26 +116,26 @@ impl ByteClass {
     }
 }
 
-/// The tokens spelled from one class, by length, and the trie subtrees that hold nothing else;
-/// over the whole trie, or below one [`Anchor`].
+/// The tokens spelled from one class, by length, and a trie of the others; over the whole trie
+/// (less the subtrees of its anchors, which have slices of their own), or below one [`Anchor`].
 #[derive(Debug)]
 pub struct ClassSlice {
     /// `within[n]`: the tokens of at most `n` bytes spelled from the class (bytes past the
     /// anchor's, below one), for `n` up to the longest of them (and at most [`DENSE_CHARS`]).
     within: Vec<TokenSet>,
-    /// The nodes the slice covers: `first..end`.
-    first: usize,
-    end: usize,
-    /// One bit per covered node: subtrees whose tokens are all in `within`.
-    pruned: Vec<u64>,
+    /// The tokens left to walk: the slice's part of the full trie less the subtrees that hold
+    /// nothing but tokens in `within`.
+    rest: TokenTrie,
 }
 
 impl ClassSlice {
-    /// Builds the slice of `class` over the vocabulary's full trie, or below `anchor`.
+    /// Builds the slice of `class` over the vocabulary's full trie less the subtrees of
+    /// `anchors`, or below `anchor`.
     pub fn new(
         class: ByteClass,
         trie: &TokenTrie,
         anchor: Option<&Anchor>,
+        anchors: &[Anchor],
         vocab_size: usize,
     ) -> Self {
         let mut inside = [false; 256];
@@ -152,12 +157,15 @@ impl ClassSlice {
             let (shorter, this) = within.split_at_mut(n);
             this[0].union_with(&shorter[n - 1]);
         }
-        ClassSlice {
-            within,
-            first: runs.first,
-            end: runs.end,
-            pruned: runs.pruned,
-        }
+        let base = anchor.map_or(0, |a| a.path.len());
+        let pruned = |i: usize| {
+            let k = i - runs.first;
+            runs.pruned[k / 64] >> (k % 64) & 1 != 0
+        };
+        let rest = trie.filtered((runs.first, runs.end, base), |i| {
+            pruned(i) || (anchor.is_none() && anchors.iter().any(|a| a.node == i))
+        });
+        ClassSlice { within, rest }
     }
 
     /// The longest token spelled from the class, in bytes, up to [`DENSE_CHARS`].
@@ -170,18 +178,11 @@ impl ClassSlice {
         set.union_with(&self.within[chars.min(self.longest())]);
     }
 
-    /// Whether node `i` of the full trie lies where the slice was built.
-    #[inline]
-    pub fn covers(&self, i: usize) -> bool {
-        (self.first..self.end).contains(&i)
-    }
-
-    /// Whether a walk may pass over the subtree of node `i` (which the slice covers): every token
-    /// in it is spelled from the class and at most [`DENSE_CHARS`] long.
-    #[inline]
-    pub fn is_pruned(&self, i: usize) -> bool {
-        let i = i - self.first;
-        self.pruned[i / 64] >> (i % 64) & 1 != 0
+    /// The tokens of the slice's part of the trie that are not supplied by
+    /// [`add_members_within`](Self::add_members_within), to walk: from the state the anchor's path
+    /// leads to, below an anchor.
+    pub fn rest(&self) -> &TokenTrie {
+        &self.rest
     }
 
     /// Bytes held by the slice.
@@ -190,7 +191,7 @@ impl ClassSlice {
             .iter()
             .map(TokenSet::memory_bytes)
             .sum::<usize>()
-            + self.pruned.capacity() * 8
+            + self.rest.memory_bytes()
     }
 }
 
@@ -212,6 +213,7 @@ impl ClassSlices {
         class: ByteClass,
         trie: &TokenTrie,
         anchor: Option<(usize, &Anchor)>,
+        anchors: &[Anchor],
         vocab_size: usize,
     ) -> Arc<ClassSlice> {
         let key = (anchor.map(|(i, _)| i), class);
@@ -222,6 +224,7 @@ impl ClassSlices {
             class,
             trie,
             anchor.map(|(_, a)| a),
+            anchors,
             vocab_size,
         ));
         let mut built = self.lock();
@@ -311,17 +314,9 @@ mod tests {
             "aaaaaaaaaaaaaaaaaaaa",
         ];
         let t = trie(&words);
-        let slice = ClassSlice::new(class(b"abc"), &t, None, words.len());
-        // Tokens the walk still reports are those outside every pruned subtree.
-        let mut walked = Vec::new();
-        t.walk_pruned(
-            1,
-            0,
-            |i| slice.is_pruned(i),
-            |_, _| 1,
-            |id, _| walked.push(id),
-        );
-        walked.sort_unstable();
+        let slice = ClassSlice::new(class(b"abc"), &t, None, &[], words.len());
+        // The rest holds the tokens outside every subtree spelled from the class.
+        let walked = walk_all(slice.rest());
         // "ab@" and "@a" leave the class; "a" and "ab" lie on the path to "ab@", so their nodes
         // are walked; the twenty-letter token is longer than DENSE_CHARS.
         assert_eq!(walked, vec![0, 2, 5, 6, 7]);
@@ -349,9 +344,8 @@ mod tests {
         assert_eq!(anchors.len(), 1);
         let space = &anchors[0];
         assert_eq!(space.path, b" ");
-        let slice = ClassSlice::new(class(b"abc"), &t, Some(space), words.len());
-        assert!(!slice.covers(space.node) && slice.covers(space.node + 1));
-        assert!(!slice.covers(space.end));
+        assert_eq!(space.tokens, vec![5], "the space itself");
+        let slice = ClassSlice::new(class(b"abc"), &t, Some(space), &anchors, words.len());
         for chars in [0, 1, 2, 3] {
             assert_within(&slice, &words, chars, |w| {
                 let rest = w.strip_prefix(' ').unwrap_or("");
@@ -361,22 +355,34 @@ mod tests {
                     && rest.bytes().all(|b| b"abc".contains(&b))
             });
         }
-        // Below the anchor, the walk passes over " b", " c..." but not " a", on the way to " ab@".
+        // Below the anchor, the rest leaves out " b" and " c..." but not " a", on the way to
+        // " ab@"; the anchor's own token is not below it.
+        assert_eq!(walk_all(slice.rest()), vec![0, 1, 3, 11]);
+        // Over the whole trie, the anchor's subtree is left to the anchor's slices, and "ab" is
+        // spelled from the class: "x" is all there is to walk.
+        let root = ClassSlice::new(class(b"abc"), &t, None, &anchors, words.len());
+        assert_eq!(walk_all(root.rest()), vec![7]);
+    }
+
+    /// Every token of `trie`, by a walk that never dies.
+    fn walk_all(trie: &TokenTrie) -> Vec<u32> {
         let mut walked = Vec::new();
-        let pruned = |i: usize| slice.covers(i) && slice.is_pruned(i);
-        t.walk_pruned(1, 0, pruned, |_, _| 1, |id, _| walked.push(id));
+        trie.walk(1, 0, |_, _| 1, |id, _| walked.push(id));
         walked.sort_unstable();
-        assert_eq!(walked, vec![0, 1, 3, 5, 6, 7, 11]);
+        walked
     }
 
     #[test]
     fn the_cache_shares_slices_and_bounds_itself() {
         let t = trie(&["ab", "cd"]);
         let cache = ClassSlices::default();
-        let first = cache.get(class(b"abcd"), &t, None, 2);
-        assert!(Arc::ptr_eq(&first, &cache.get(class(b"abcd"), &t, None, 2)));
+        let first = cache.get(class(b"abcd"), &t, None, &[], 2);
+        assert!(Arc::ptr_eq(
+            &first,
+            &cache.get(class(b"abcd"), &t, None, &[], 2)
+        ));
         for k in 0..(MAX_CACHED_CLASSES as u8 + 3) {
-            cache.get(ByteClass(1 << k), &t, None, 2);
+            cache.get(ByteClass(1 << k), &t, None, &[], 2);
         }
         assert!(cache.lock().len() <= MAX_CACHED_CLASSES);
     }

@@ -303,10 +303,21 @@ enum Shortcut {
         chars: usize,
         walk_long: bool,
     },
-    /// Class slices, over the whole trie or below its anchors: each one's tokens of at most
-    /// `chars` bytes come from it in one union, and the full trie is walked past the subtrees
-    /// that hold nothing else. Anchored slices come first: below an anchor they rule.
-    Classes(Vec<ClassFit>),
+    /// Class slices: the trie less its anchors' subtrees takes `root` (or is walked in full
+    /// without one), and each anchor the state's path through it keeps alive takes its own part.
+    Classes {
+        root: Option<ClassFit>,
+        anchors: Vec<AnchorPart>,
+    },
+}
+
+/// The part of a [`Shortcut::Classes`] below one anchor of the trie: the state the anchor's path
+/// leads to, and its class slice if it has one (its subtree is walked in full if not).
+#[derive(Debug, Clone)]
+struct AnchorPart {
+    anchor: usize,
+    at: u32,
+    fit: Option<ClassFit>,
 }
 
 /// A class slice that fits a state: the state reads its tokens of at most `chars` bytes alike.
@@ -727,19 +738,35 @@ impl TokenIndex {
                 }
                 trie = slice.rest();
             }
-            Some(Shortcut::Classes(fits)) => {
+            Some(Shortcut::Classes { root, anchors }) => {
+                let fits = root
+                    .iter()
+                    .chain(anchors.iter().filter_map(|part| part.fit.as_ref()));
                 for fit in fits {
                     fit.slice.add_members_within(fit.chars, set);
                 }
-                let pruned = |i: usize| {
-                    fits.iter()
-                        .find(|fit| fit.slice.covers(i))
-                        .is_some_and(|fit| fit.slice.is_pruned(i))
-                };
-                trie.walk_pruned(state, DEAD, pruned, step, |id, next| {
+                let mut report = |id: u32, next: u32| {
                     set.insert(id);
                     visit(id, next);
-                });
+                };
+                let all = self.tries.anchors();
+                match root {
+                    Some(fit) => fit.slice.rest().walk(state, DEAD, &mut step, &mut report),
+                    None => {
+                        let below_anchor = |i: usize| all.iter().any(|a| a.node == i);
+                        trie.walk_pruned(state, DEAD, below_anchor, &mut step, &mut report);
+                    }
+                }
+                for part in anchors {
+                    let anchor = &all[part.anchor];
+                    for &id in &anchor.tokens {
+                        report(id, part.at);
+                    }
+                    match &part.fit {
+                        Some(fit) => fit.slice.rest().walk(part.at, DEAD, &mut step, &mut report),
+                        None => trie.walk_below(anchor, part.at, DEAD, &mut step, &mut report),
+                    }
+                }
                 return;
             }
         }
@@ -798,8 +825,10 @@ impl TokenIndex {
     /// for the state itself, and one below each anchor of the trie for the state its path leads
     /// to (after a space, say, where an identifier may start).
     fn class_fits(&self, state: u32) -> Option<Shortcut> {
-        let mut fits = Vec::new();
+        let mut anchors = Vec::new();
         for (k, anchor) in self.tries.anchors().iter().enumerate() {
+            // The shortcut walks the anchor's subtree on its own, from this state: without it
+            // (a row it may not build), there is no shortcut.
             let at = self.stepping(|step| {
                 let mut s = state;
                 for &b in &anchor.path {
@@ -809,13 +838,20 @@ impl TokenIndex {
                     }
                 }
                 Some(s)
-            });
-            if let Some(at) = at.filter(|&at| at != DEAD) {
-                fits.extend(self.class_fit(at, Some(k)));
+            })?;
+            if at != DEAD {
+                anchors.push(AnchorPart {
+                    anchor: k,
+                    at,
+                    fit: self.class_fit(at, Some(k)),
+                });
             }
         }
-        fits.extend(self.class_fit(state, None));
-        (!fits.is_empty()).then_some(Shortcut::Classes(fits))
+        let root = self.class_fit(state, None);
+        if root.is_none() && anchors.iter().all(|part| part.fit.is_none()) {
+            return None;
+        }
+        Some(Shortcut::Classes { root, anchors })
     }
 
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of

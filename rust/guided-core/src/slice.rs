@@ -307,7 +307,8 @@ impl TokenTries {
     /// anchor `anchor`, built on first use.
     pub fn class_slice(&self, class: ByteClass, anchor: Option<usize>) -> Arc<ClassSlice> {
         let anchor = anchor.and_then(|i| Some((i, self.anchors.get(i)?)));
-        self.classes.get(class, &self.full, anchor, self.vocab_size)
+        self.classes
+            .get(class, &self.full, anchor, &self.anchors, self.vocab_size)
     }
 
     /// Bytes held by the tries and slice masks.

@@ -117,7 +117,14 @@ impl TokenTrie {
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        self.walk_impl(start, dead, |_| false, step, on_token);
+        self.walk_impl(
+            (0, self.nodes.len(), 0),
+            start,
+            dead,
+            |_| false,
+            step,
+            on_token,
+        );
     }
 
     /// Walks like [`walk`](Self::walk), but passes over, without a step, every subtree whose root
@@ -130,25 +137,52 @@ impl TokenTrie {
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        self.walk_impl(start, dead, pruned, step, on_token);
+        self.walk_impl(
+            (0, self.nodes.len(), 0),
+            start,
+            dead,
+            pruned,
+            step,
+            on_token,
+        );
+    }
+
+    /// Walks the tokens below `anchor` (not the anchor's own) from `start`, the state its path
+    /// leads to; the states reported are after each whole token.
+    #[inline]
+    pub fn walk_below<S, F>(&self, anchor: &Anchor, start: u32, dead: u32, step: S, on_token: F)
+    where
+        S: FnMut(u32, u8) -> u32,
+        F: FnMut(u32, u32),
+    {
+        let range = (anchor.node + 1, anchor.end, anchor.path.len());
+        self.walk_impl(range, start, dead, |_| false, step, on_token);
     }
 
     #[inline(always)]
-    fn walk_impl<P, S, F>(&self, start: u32, dead: u32, mut pruned: P, mut step: S, mut on_token: F)
-    where
+    /// The walk over nodes `first..end`, all below a node at depth `base` whose state is `start`.
+    fn walk_impl<P, S, F>(
+        &self,
+        (first, end, base): (usize, usize, usize),
+        start: u32,
+        dead: u32,
+        mut pruned: P,
+        mut step: S,
+        mut on_token: F,
+    ) where
         P: FnMut(usize) -> bool,
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        let nodes = self.nodes.as_slice();
+        let nodes = &self.nodes[..end.min(self.nodes.len())];
         let mut stack = vec![start; self.max_depth + 1];
-        let mut i = 0;
+        let mut i = first;
         while let Some(node) = nodes.get(i) {
             if pruned(i) {
                 i = node.skip as usize;
                 continue;
             }
-            let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize;
+            let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize - base;
             let next = step(stack[depth - 1], node.depth_byte as u8);
             if next == dead {
                 i = node.skip as usize;
@@ -205,6 +239,7 @@ impl TokenTrie {
                 node: i,
                 end: skip,
                 path: path.clone(),
+                tokens: self.tokens_at(i),
             };
             match anchors.last_mut() {
                 // A big node inside the last one is deeper: it replaces it.
@@ -213,6 +248,69 @@ impl TokenTrie {
             }
         }
         anchors
+    }
+
+    /// The tokens ending at node `i`.
+    fn tokens_at(&self, i: usize) -> Vec<u32> {
+        let node = &self.nodes[i];
+        let mut ids = Vec::new();
+        if node.token != NO_TOKEN {
+            ids.push(node.token);
+        }
+        if node.depth_byte & MORE_TOKENS != 0 {
+            let at = self.extra.partition_point(|&(n, _)| (n as usize) < i);
+            ids.extend(
+                self.extra[at..]
+                    .iter()
+                    .take_while(|&&(n, _)| n as usize == i)
+                    .map(|&(_, id)| id),
+            );
+        }
+        ids
+    }
+
+    /// The trie of the nodes `first..end` (all below a node at depth `base`, or the whole trie
+    /// with `base` 0), less every subtree whose root `i` has `left_out(i)`: one pass, no sorting,
+    /// and a walk of the copy visits only what is kept, side by side in memory.
+    pub fn filtered(
+        &self,
+        (first, end, base): (usize, usize, usize),
+        mut left_out: impl FnMut(usize) -> bool,
+    ) -> TokenTrie {
+        let mut kept = TokenTrie::default();
+        // Kept nodes whose subtree is still open: (their index in the copy, their `skip` here).
+        let mut open: Vec<(usize, usize)> = Vec::new();
+        let mut i = first;
+        while i < end {
+            while open.last().is_some_and(|&(_, skip)| skip <= i) {
+                if let Some((j, _)) = open.pop() {
+                    kept.nodes[j].skip = kept.nodes.len() as u32;
+                }
+            }
+            let node = self.nodes[i];
+            if left_out(i) {
+                i = node.skip as usize;
+                continue;
+            }
+            let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize - base;
+            let j = kept.nodes.len();
+            kept.nodes.push(Node {
+                skip: 0,
+                depth_byte: (node.depth_byte & (MORE_TOKENS | 0xFF)) | (depth as u32) << 8,
+                ..node
+            });
+            if node.depth_byte & MORE_TOKENS != 0 {
+                let ids = self.tokens_at(i);
+                kept.extra.extend(ids[1..].iter().map(|&id| (j as u32, id)));
+            }
+            kept.max_depth = kept.max_depth.max(depth);
+            open.push((j, node.skip as usize));
+            i += 1;
+        }
+        for (j, _) in open {
+            kept.nodes[j].skip = kept.nodes.len() as u32;
+        }
+        kept
     }
 
     /// The runs of a byte set `inside` in the trie, up to `max_depth` bytes: which subtrees a
@@ -288,6 +386,8 @@ pub struct Anchor {
     pub end: usize,
     /// The bytes from the root to it.
     pub path: Vec<u8>,
+    /// The tokens ending at it (its path, spelled once per id that spells it).
+    pub tokens: Vec<u32>,
 }
 
 /// What [`TokenTrie::runs`] finds for one byte set.
@@ -362,6 +462,69 @@ mod tests {
         assert_eq!(
             seen.keys().copied().collect::<Vec<_>>(),
             vec![0, 1, 2, 3, 6]
+        );
+    }
+
+    /// The `(token, state)` pairs a walk reports, sorted.
+    fn seen(walk: impl FnOnce(&mut dyn FnMut(u32, u32))) -> Vec<(u32, u32)> {
+        let mut seen = Vec::new();
+        walk(&mut |id, s| seen.push((id, s)));
+        seen.sort_unstable();
+        seen
+    }
+
+    /// A filtered copy walks exactly like the pruned walk of the full trie, with the same
+    /// states, over the whole trie and below an anchor.
+    #[test]
+    fn filtered_copies_walk_like_pruned_walks() {
+        let words: Vec<Vec<u8>> = (0u32..400)
+            .map(|i| {
+                let len = 1 + (i * 7 % 6) as usize;
+                let mut w: Vec<u8> = (0..len).map(|k| b"abc"[((i >> k) % 3) as usize]).collect();
+                if i % 2 == 0 {
+                    w.insert(0, b' ');
+                }
+                w
+            })
+            .collect();
+        let trie = TokenTrie::new(
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i as u32, w.as_slice())),
+        );
+        // A toy automaton: the state counts `a`s read (plus one), and dies at the fourth.
+        let step = |s: u32, b: u8| match (s, b) {
+            (4, b'a') => 0,
+            (s, b'a') => s + 1,
+            (s, _) => s,
+        };
+        let left_out = |i: usize| i % 5 == 3;
+        let copy = trie.filtered((0, trie.num_nodes(), 0), left_out);
+        assert!(copy.num_nodes() < trie.num_nodes());
+        assert_eq!(
+            seen(|f| copy.walk(1, 0, step, f)),
+            seen(|f| trie.walk_pruned(1, 0, left_out, step, f)),
+        );
+        let anchors = trie.anchors(100);
+        assert_eq!(anchors.len(), 1);
+        let space = &anchors[0];
+        assert_eq!(space.path, b" ");
+        let below = trie.filtered((space.node + 1, space.end, 1), left_out);
+        // The full walk entering only the space's subtree, past the space itself.
+        let inside = |i: usize| (space.node + 1..space.end).contains(&i);
+        let only_below = |i: usize| (i != space.node && !inside(i)) || (inside(i) && left_out(i));
+        let at = step(1, b' ');
+        let full: Vec<(u32, u32)> = seen(|f| trie.walk_pruned(1, 0, only_below, step, f))
+            .into_iter()
+            .filter(|&(id, _)| !space.tokens.contains(&id))
+            .collect();
+        assert!(!full.is_empty());
+        assert_eq!(seen(|f| below.walk(at, 0, step, f)), full);
+        let unfiltered = trie.filtered((space.node + 1, space.end, 1), |_| false);
+        assert_eq!(
+            seen(|f| trie.walk_below(space, at, 0, step, f)),
+            seen(|f| unfiltered.walk(at, 0, step, f)),
         );
     }
 
