@@ -125,8 +125,28 @@ pub struct ClassSlice {
     within: Vec<TokenSet>,
     /// The tokens left to walk: the slice's part of the full trie less the subtrees that hold
     /// nothing but tokens in `within`.
-    rest: TokenTrie,
+    rest: Rest,
+    /// The anchor the slice lies below, if any (its index among the trie's anchors).
+    anchor: Option<usize>,
 }
+
+/// How a [`ClassSlice`] keeps the tokens left to walk.
+#[derive(Debug)]
+enum Rest {
+    /// A copy of the nodes left below the first bytes in the class (`heads`, the children of
+    /// the root or anchor spelled by one), when they are few: a walk reads them side by side.
+    /// The subtrees of the other first bytes are walked in the full trie, where a state in the
+    /// class mostly dies at their first byte.
+    Copy { copy: TokenTrie, heads: Vec<usize> },
+    /// One bit per node of the slice's part of the full trie, from node `first` on: the subtrees
+    /// to pass over, when a copy would hold most of the part (a narrow class, such as digits,
+    /// leaves out little) and would cost more memory than it saves time.
+    Bits { first: usize, bits: Vec<u64> },
+}
+
+/// A class slice copies the nodes left to walk when they are at most one in this many of its
+/// part of the trie.
+const COPY_SHARE: usize = 8;
 
 impl ClassSlice {
     /// Builds the slice of `class` over the vocabulary's full trie less the subtrees of
@@ -134,10 +154,11 @@ impl ClassSlice {
     pub fn new(
         class: ByteClass,
         trie: &TokenTrie,
-        anchor: Option<&Anchor>,
+        anchor: Option<(usize, &Anchor)>,
         anchors: &[Anchor],
         vocab_size: usize,
     ) -> Self {
+        let (index, anchor) = (anchor.map(|(i, _)| i), anchor.map(|(_, a)| a));
         let mut inside = [false; 256];
         for b in class.bytes() {
             inside[b as usize] = true;
@@ -162,10 +183,37 @@ impl ClassSlice {
             let k = i - runs.first;
             runs.pruned[k / 64] >> (k % 64) & 1 != 0
         };
-        let rest = trie.filtered((runs.first, runs.end, base), |i| {
-            pruned(i) || (anchor.is_none() && anchors.iter().any(|a| a.node == i))
+        let heads: Vec<usize> = trie
+            .children(anchor)
+            .filter(|&(_, b)| class.contains(b))
+            .map(|(i, _)| i)
+            .collect();
+        let mut outside = trie
+            .children(anchor)
+            .filter(|&(_, b)| !class.contains(b))
+            .map(|(i, _)| i);
+        let mut next_outside = outside.next();
+        let copy = trie.filtered((runs.first, runs.end, base), |i| {
+            while next_outside.is_some_and(|o| o < i) {
+                next_outside = outside.next();
+            }
+            pruned(i)
+                || next_outside == Some(i)
+                || (anchor.is_none() && anchors.iter().any(|a| a.node == i))
         });
-        ClassSlice { within, rest }
+        let rest = if copy.num_nodes() * COPY_SHARE <= runs.end - runs.first {
+            Rest::Copy { copy, heads }
+        } else {
+            Rest::Bits {
+                first: runs.first,
+                bits: runs.pruned,
+            }
+        };
+        ClassSlice {
+            within,
+            rest,
+            anchor: index,
+        }
     }
 
     /// The longest token spelled from the class, in bytes, up to [`DENSE_CHARS`].
@@ -178,20 +226,59 @@ impl ClassSlice {
         set.union_with(&self.within[chars.min(self.longest())]);
     }
 
-    /// The tokens of the slice's part of the trie that are not supplied by
-    /// [`add_members_within`](Self::add_members_within), to walk: from the state the anchor's path
-    /// leads to, below an anchor.
-    pub fn rest(&self) -> &TokenTrie {
-        &self.rest
+    /// Walks the tokens of the slice's part of `full` (the vocabulary's trie, with its
+    /// `anchors`) that [`add_members_within`](Self::add_members_within) does not supply, as
+    /// [`TokenTrie::walk`] does: from `state`, or below an anchor from the state its path leads
+    /// to.
+    pub fn walk(
+        &self,
+        full: &TokenTrie,
+        anchors: &[Anchor],
+        state: u32,
+        dead: u32,
+        step: impl FnMut(u32, u8) -> u32,
+        on_token: impl FnMut(u32, u32),
+    ) {
+        match &self.rest {
+            Rest::Copy { copy, heads } => {
+                let (mut step, mut on_token) = (step, on_token);
+                copy.walk(state, dead, &mut step, &mut on_token);
+                let copied = |i: usize| heads.binary_search(&i).is_ok();
+                match self.anchor.and_then(|k| anchors.get(k)) {
+                    Some(a) => full.walk_below(a, state, dead, copied, step, on_token),
+                    None => {
+                        let pruned = |i: usize| copied(i) || anchors.iter().any(|a| a.node == i);
+                        full.walk_pruned(state, dead, pruned, step, on_token)
+                    }
+                }
+            }
+            Rest::Bits { first, bits } => {
+                let bit = |i: usize| {
+                    let k = i - first;
+                    bits.get(k / 64).is_some_and(|w| w >> (k % 64) & 1 != 0)
+                };
+                match self.anchor.and_then(|k| anchors.get(k)) {
+                    Some(a) => full.walk_below(a, state, dead, bit, step, on_token),
+                    None => {
+                        let pruned = |i: usize| bit(i) || anchors.iter().any(|a| a.node == i);
+                        full.walk_pruned(state, dead, pruned, step, on_token)
+                    }
+                }
+            }
+        }
     }
 
     /// Bytes held by the slice.
     pub fn memory_bytes(&self) -> usize {
+        let rest = match &self.rest {
+            Rest::Copy { copy, heads } => copy.memory_bytes() + heads.capacity() * 8,
+            Rest::Bits { bits, .. } => bits.capacity() * 8,
+        };
         self.within
             .iter()
             .map(TokenSet::memory_bytes)
             .sum::<usize>()
-            + self.rest.memory_bytes()
+            + rest
     }
 }
 
@@ -220,13 +307,7 @@ impl ClassSlices {
         if let Some(slice) = self.lock().get(&key) {
             return Arc::clone(slice);
         }
-        let slice = Arc::new(ClassSlice::new(
-            class,
-            trie,
-            anchor.map(|(_, a)| a),
-            anchors,
-            vocab_size,
-        ));
+        let slice = Arc::new(ClassSlice::new(class, trie, anchor, anchors, vocab_size));
         let mut built = self.lock();
         if built.len() >= MAX_CACHED_CLASSES {
             built.clear();
@@ -315,8 +396,8 @@ mod tests {
         ];
         let t = trie(&words);
         let slice = ClassSlice::new(class(b"abc"), &t, None, &[], words.len());
-        // The rest holds the tokens outside every subtree spelled from the class.
-        let walked = walk_all(slice.rest());
+        // The walk meets the tokens outside every subtree spelled from the class.
+        let walked = walk_all(&slice, &t, &[]);
         // "ab@" and "@a" leave the class; "a" and "ab" lie on the path to "ab@", so their nodes
         // are walked; the twenty-letter token is longer than DENSE_CHARS.
         assert_eq!(walked, vec![0, 2, 5, 6, 7]);
@@ -345,7 +426,7 @@ mod tests {
         let space = &anchors[0];
         assert_eq!(space.path, b" ");
         assert_eq!(space.tokens, vec![5], "the space itself");
-        let slice = ClassSlice::new(class(b"abc"), &t, Some(space), &anchors, words.len());
+        let slice = ClassSlice::new(class(b"abc"), &t, Some((0, space)), &anchors, words.len());
         for chars in [0, 1, 2, 3] {
             assert_within(&slice, &words, chars, |w| {
                 let rest = w.strip_prefix(' ').unwrap_or("");
@@ -357,19 +438,61 @@ mod tests {
         }
         // Below the anchor, the rest leaves out " b" and " c..." but not " a", on the way to
         // " ab@"; the anchor's own token is not below it.
-        assert_eq!(walk_all(slice.rest()), vec![0, 1, 3, 11]);
+        assert_eq!(walk_all(&slice, &t, &anchors), vec![0, 1, 3, 11]);
         // Over the whole trie, the anchor's subtree is left to the anchor's slices, and "ab" is
         // spelled from the class: "x" is all there is to walk.
         let root = ClassSlice::new(class(b"abc"), &t, None, &anchors, words.len());
-        assert_eq!(walk_all(root.rest()), vec![7]);
+        assert_eq!(walk_all(&root, &t, &anchors), vec![7]);
     }
 
-    /// Every token of `trie`, by a walk that never dies.
-    fn walk_all(trie: &TokenTrie) -> Vec<u32> {
+    /// The tokens a slice leaves to walk, by a walk that never dies.
+    fn walk_all(slice: &ClassSlice, trie: &TokenTrie, anchors: &[Anchor]) -> Vec<u32> {
         let mut walked = Vec::new();
-        trie.walk(1, 0, |_, _| 1, |id, _| walked.push(id));
+        slice.walk(trie, anchors, 1, 0, |_, _| 1, |id, _| walked.push(id));
         walked.sort_unstable();
         walked
+    }
+
+    /// Where little is left to walk, the slice keeps a copy; where much is, bits. Either way
+    /// the walk meets the same tokens.
+    #[test]
+    fn few_tokens_left_are_copied_many_are_marked() {
+        // Sixty distinct words over `abc`, and one that leaves the class.
+        let mut words: Vec<String> = (3u32..63)
+            .map(|i| {
+                std::iter::successors(Some(i), |&n| (n >= 3).then_some(n / 3))
+                    .map(|n| b"abc"[(n % 3) as usize] as char)
+                    .collect()
+            })
+            .collect();
+        words.push("a@".to_string());
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        let t = trie(&refs);
+        let narrow = ClassSlice::new(class(b"abc"), &t, None, &[], refs.len());
+        assert!(
+            matches!(narrow.rest, Rest::Copy { .. }),
+            "{:?}",
+            narrow.rest
+        );
+        // Only the way to "a@" is left: "a@" and the words it starts with.
+        let on_the_way: Vec<u32> = (0..refs.len() as u32)
+            .filter(|&i| "a@".starts_with(refs[i as usize]))
+            .collect();
+        assert_eq!(walk_all(&narrow, &t, &[]), on_the_way);
+        // Without `c`, most words starting in the class leave it: too many to copy.
+        let wide = ClassSlice::new(class(b"ab"), &t, None, &[], refs.len());
+        assert!(matches!(wide.rest, Rest::Bits { .. }), "{:?}", wide.rest);
+        let walked = walk_all(&wide, &t, &[]);
+        let mut all = TokenSet::empty(refs.len());
+        wide.add_members_within(usize::MAX, &mut all);
+        for (i, w) in refs.iter().enumerate() {
+            let spelled = w.bytes().all(|b| b"ab".contains(&b));
+            assert!(
+                walked.contains(&(i as u32)) || (spelled && all.contains(i as u32)),
+                "{w}"
+            );
+            assert!(spelled || walked.contains(&(i as u32)), "{w} is walked");
+        }
     }
 
     #[test]
@@ -377,6 +500,7 @@ mod tests {
         let t = trie(&["ab", "cd"]);
         let cache = ClassSlices::default();
         let first = cache.get(class(b"abcd"), &t, None, &[], 2);
+        assert_eq!(first.longest(), 2);
         assert!(Arc::ptr_eq(
             &first,
             &cache.get(class(b"abcd"), &t, None, &[], 2)

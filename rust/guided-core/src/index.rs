@@ -751,7 +751,9 @@ impl TokenIndex {
                 };
                 let all = self.tries.anchors();
                 match root {
-                    Some(fit) => fit.slice.rest().walk(state, DEAD, &mut step, &mut report),
+                    Some(fit) => fit
+                        .slice
+                        .walk(trie, all, state, DEAD, &mut step, &mut report),
                     None => {
                         let below_anchor = |i: usize| all.iter().any(|a| a.node == i);
                         trie.walk_pruned(state, DEAD, below_anchor, &mut step, &mut report);
@@ -763,8 +765,14 @@ impl TokenIndex {
                         report(id, part.at);
                     }
                     match &part.fit {
-                        Some(fit) => fit.slice.rest().walk(part.at, DEAD, &mut step, &mut report),
-                        None => trie.walk_below(anchor, part.at, DEAD, &mut step, &mut report),
+                        Some(fit) => {
+                            fit.slice
+                                .walk(trie, all, part.at, DEAD, &mut step, &mut report)
+                        }
+                        None => {
+                            let nothing = |_| false;
+                            trie.walk_below(anchor, part.at, DEAD, nothing, &mut step, &mut report)
+                        }
                     }
                 }
                 return;

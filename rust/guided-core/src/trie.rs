@@ -117,14 +117,7 @@ impl TokenTrie {
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        self.walk_impl(
-            (0, self.nodes.len(), 0),
-            start,
-            dead,
-            |_| false,
-            step,
-            on_token,
-        );
+        self.walk_pruned(start, dead, |_| false, step, on_token);
     }
 
     /// Walks like [`walk`](Self::walk), but passes over, without a step, every subtree whose root
@@ -148,15 +141,24 @@ impl TokenTrie {
     }
 
     /// Walks the tokens below `anchor` (not the anchor's own) from `start`, the state its path
-    /// leads to; the states reported are after each whole token.
+    /// leads to, passing over the subtrees `pruned` names as [`walk_pruned`](Self::walk_pruned)
+    /// does; the states reported are after each whole token.
     #[inline]
-    pub fn walk_below<S, F>(&self, anchor: &Anchor, start: u32, dead: u32, step: S, on_token: F)
-    where
+    pub fn walk_below<P, S, F>(
+        &self,
+        anchor: &Anchor,
+        start: u32,
+        dead: u32,
+        pruned: P,
+        step: S,
+        on_token: F,
+    ) where
+        P: FnMut(usize) -> bool,
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
         let range = (anchor.node + 1, anchor.end, anchor.path.len());
-        self.walk_impl(range, start, dead, |_| false, step, on_token);
+        self.walk_impl(range, start, dead, pruned, step, on_token);
     }
 
     #[inline(always)]
@@ -248,6 +250,17 @@ impl TokenTrie {
             }
         }
         anchors
+    }
+
+    /// The children of the root (`below` none) or of an anchor, by index.
+    pub fn children(&self, below: Option<&Anchor>) -> impl Iterator<Item = (usize, u8)> + '_ {
+        let (mut i, end) = below.map_or((0, self.nodes.len()), |a| (a.node + 1, a.end));
+        std::iter::from_fn(move || {
+            let node = self.nodes.get(i).filter(|_| i < end)?;
+            let child = (i, node.depth_byte as u8);
+            i = node.skip as usize;
+            Some(child)
+        })
     }
 
     /// The tokens ending at node `i`.
@@ -465,6 +478,16 @@ mod tests {
         );
     }
 
+    /// The trie of `words`, each word's id its position.
+    fn trie_of(words: &[Vec<u8>]) -> TokenTrie {
+        TokenTrie::new(
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i as u32, w.as_slice())),
+        )
+    }
+
     /// The `(token, state)` pairs a walk reports, sorted.
     fn seen(walk: impl FnOnce(&mut dyn FnMut(u32, u32))) -> Vec<(u32, u32)> {
         let mut seen = Vec::new();
@@ -487,12 +510,7 @@ mod tests {
                 w
             })
             .collect();
-        let trie = TokenTrie::new(
-            words
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (i as u32, w.as_slice())),
-        );
+        let trie = trie_of(&words);
         // A toy automaton: the state counts `a`s read (plus one), and dies at the fourth.
         let step = |s: u32, b: u8| match (s, b) {
             (4, b'a') => 0,
@@ -523,7 +541,7 @@ mod tests {
         assert_eq!(seen(|f| below.walk(at, 0, step, f)), full);
         let unfiltered = trie.filtered((space.node + 1, space.end, 1), |_| false);
         assert_eq!(
-            seen(|f| trie.walk_below(space, at, 0, step, f)),
+            seen(|f| trie.walk_below(space, at, 0, |_| false, step, f)),
             seen(|f| unfiltered.walk(at, 0, step, f)),
         );
     }
@@ -536,12 +554,7 @@ mod tests {
                 (0..len).map(|k| b"abc"[((i >> k) % 3) as usize]).collect()
             })
             .collect();
-        let trie = TokenTrie::new(
-            words
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (i as u32, w.as_slice())),
-        );
+        let trie = trie_of(&words);
         let allowed: [&[u8]; 3] = [b"abca", b"bb", b"ccc"];
         let seen = prefix_walk(&trie, &allowed);
         for (i, w) in words.iter().enumerate() {
