@@ -183,15 +183,12 @@ impl ClassSlice {
             let k = i - runs.first;
             runs.pruned[k / 64] >> (k % 64) & 1 != 0
         };
-        let heads: Vec<usize> = trie
-            .children(anchor)
-            .filter(|&(_, b)| class.contains(b))
-            .map(|(i, _)| i)
-            .collect();
-        let mut outside = trie
-            .children(anchor)
-            .filter(|&(_, b)| !class.contains(b))
-            .map(|(i, _)| i);
+        // The first bytes below the root or anchor: those in the class head what is copied, the
+        // others are left to the full trie.
+        let (heads, outside): (Vec<_>, Vec<_>) =
+            trie.children(anchor).partition(|&(_, b)| class.contains(b));
+        let heads: Vec<usize> = heads.into_iter().map(|(i, _)| i).collect();
+        let mut outside = outside.into_iter().map(|(i, _)| i);
         let mut next_outside = outside.next();
         let copy = trie.filtered((runs.first, runs.end, base), |i| {
             while next_outside.is_some_and(|o| o < i) {

@@ -241,7 +241,7 @@ impl TokenTrie {
                 node: i,
                 end: skip,
                 path: path.clone(),
-                tokens: self.tokens_at(i),
+                tokens: self.tokens_at(i).collect(),
             };
             match anchors.last_mut() {
                 // A big node inside the last one is deeper: it replaces it.
@@ -263,23 +263,22 @@ impl TokenTrie {
         })
     }
 
-    /// The tokens ending at node `i`.
-    fn tokens_at(&self, i: usize) -> Vec<u32> {
+    /// The tokens ending at node `i`, smallest id first.
+    fn tokens_at(&self, i: usize) -> impl Iterator<Item = u32> + '_ {
         let node = &self.nodes[i];
-        let mut ids = Vec::new();
-        if node.token != NO_TOKEN {
-            ids.push(node.token);
-        }
-        if node.depth_byte & MORE_TOKENS != 0 {
+        let first = (node.token != NO_TOKEN).then_some(node.token);
+        let others = if node.depth_byte & MORE_TOKENS != 0 {
             let at = self.extra.partition_point(|&(n, _)| (n as usize) < i);
-            ids.extend(
-                self.extra[at..]
-                    .iter()
-                    .take_while(|&&(n, _)| n as usize == i)
-                    .map(|&(_, id)| id),
-            );
-        }
-        ids
+            &self.extra[at..]
+        } else {
+            &[]
+        };
+        first.into_iter().chain(
+            others
+                .iter()
+                .take_while(move |&&(n, _)| n as usize == i)
+                .map(|&(_, id)| id),
+        )
     }
 
     /// The trie of the nodes `first..end` (all below a node at depth `base`, or the whole trie
@@ -312,10 +311,8 @@ impl TokenTrie {
                 depth_byte: (node.depth_byte & (MORE_TOKENS | 0xFF)) | (depth as u32) << 8,
                 ..node
             });
-            if node.depth_byte & MORE_TOKENS != 0 {
-                let ids = self.tokens_at(i);
-                kept.extra.extend(ids[1..].iter().map(|&id| (j as u32, id)));
-            }
+            kept.extra
+                .extend(self.tokens_at(i).skip(1).map(|id| (j as u32, id)));
             kept.max_depth = kept.max_depth.max(depth);
             open.push((j, node.skip as usize));
             i += 1;
@@ -368,18 +365,7 @@ impl TokenTrie {
             if node.token == NO_TOKEN || depth > max_depth {
                 continue;
             }
-            tokens.push((depth as u32, node.token));
-            if node.depth_byte & MORE_TOKENS != 0 {
-                let at = self
-                    .extra
-                    .partition_point(|&(n, _)| (n as usize) < first + i);
-                for &(_, id) in self.extra[at..]
-                    .iter()
-                    .take_while(|&&(n, _)| n as usize == first + i)
-                {
-                    tokens.push((depth as u32, id));
-                }
-            }
+            tokens.extend(self.tokens_at(first + i).map(|id| (depth as u32, id)));
         }
         Runs {
             first,
