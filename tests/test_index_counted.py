@@ -19,7 +19,7 @@ import json
 from functools import cache
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 from test_index import gpt2
 
@@ -143,5 +143,11 @@ def class_runs(draw: st.DrawFn) -> str:
 @given(data=st.data(), pattern=class_runs())
 @settings(max_examples=25)
 def test_class_runs_equal_brute_force(data: st.DataObject, pattern: str) -> None:
+    # A run that may end where a counted one of overlapping bytes begins (`[a-z.]+\.[a-z.]{18}`)
+    # has an exponential complete DFA: the oracle cannot be built, so the draw is passed over.
+    try:
+        oracle = guided.DFA(pattern, max_states=200_000)
+    except guided.SizeLimitError:
+        reject()
     index = guided.TokenIndex.from_regex(pattern, gpt2())
-    walk_and_compare(index, guided.DFA(pattern, max_states=200_000), data, steps=8)
+    walk_and_compare(index, oracle, data, steps=8)
