@@ -151,3 +151,37 @@ def test_class_runs_equal_brute_force(data: st.DataObject, pattern: str) -> None
         reject()
     index = guided.TokenIndex.from_regex(pattern, gpt2())
     walk_and_compare(index, oracle, data, steps=8)
+
+
+WIDE_CLASSES = ["[^<]", '[^"\\\\@]', "[^\\n<>]", "(?s:.)", "[^ <]", "[^\\x00-\\x1f=]"]
+
+
+@st.composite
+def wide_runs(draw: st.DrawFn) -> str:
+    """Runs of classes that hold the characters past ASCII (free text before a trigger, a
+    pattern's string body), counted or not, ended by a trigger or separator, sometimes beside a
+    run of ASCII letters, where the characters past ASCII lead elsewhere."""
+
+    def run() -> str:
+        body = draw(st.sampled_from(WIDE_CLASSES))
+        low = draw(st.integers(0, 20))
+        high = draw(st.integers(max(low, 1), 40))
+        piece = body + draw(st.sampled_from(["*", "+", f"{{{low},{high}}}"]))
+        if draw(st.booleans()):
+            piece = f"(?:[a-z]{{1,{draw(st.integers(1, 6))}}}|{piece})"
+        return piece
+
+    pieces = [run() for _ in range(draw(st.integers(1, 2)))]
+    ends = [draw(st.sampled_from(["<f=", "@", "\\n", '"', ""])) for _ in pieces]
+    return "".join(piece + end for piece, end in zip(pieces, ends, strict=True))
+
+
+@given(data=st.data(), pattern=wide_runs())
+@settings(max_examples=25)
+def test_wide_class_runs_equal_brute_force(data: st.DataObject, pattern: str) -> None:
+    try:
+        oracle = guided.DFA(pattern, max_states=200_000)
+    except guided.SizeLimitError:
+        reject()
+    index = guided.TokenIndex.from_regex(pattern, gpt2())
+    walk_and_compare(index, oracle, data, steps=8)

@@ -1,4 +1,4 @@
-//! Class slices: the shortcut of [`crate::slice`] for any run of ASCII characters.
+//! Class slices: the shortcut of [`crate::slice`] for any run of characters from a class.
 //!
 //! The fixed slices serve states that read almost everything alike (free text, a JSON string
 //! body). Real constraints also spend long stretches inside narrower classes: an e-mail's local
@@ -18,9 +18,17 @@
 //! walk still steps through every token that leaves the run (`abc@`, `x.y`), so the answer is the
 //! walk's, only cheaper.
 //!
-//! ASCII only, because one ASCII byte is one character and a run's length is a token's length;
-//! a multi-byte character never joins a class here and its tokens are walked. Classes are found
-//! per state, but the slice depends only on the bytes and the vocabulary: it is built on first
+//! The class is a set of ASCII bytes, where one byte is one character and a run's length is a
+//! token's length, and may also hold every printable character past ASCII (a *wide* class:
+//! free text before a tool call's trigger, the body of a string with a pattern, where the
+//! characters of other scripts lead on like the letters do). A wide class counts characters, not
+//! bytes: the trie is read through the one-character automaton of those characters, so a token
+//! that ends part-way through a character, as byte-level vocabularies have many, is walked, as
+//! is one holding a control character past ASCII. Without the wide part, a multilingual
+//! vocabulary's tokens (most of o200k's) would all be walked in a free-text state.
+//!
+//! Classes are found per state, but the slice depends only on the class and the vocabulary: it
+//! is built on first
 //! use, in three passes over its part of the trie (under a millisecond at 50k tokens, a few at
 //! 200k), and kept with the vocabulary's tries for every index over it. The vocabulary's
 //! [anchors](TokenTrie::anchors) (the leading space) have slices of their own, for the state the
@@ -34,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 
 use crate::bitmask::TokenSet;
-use crate::slice::DENSE_CHARS;
+use crate::slice::{OneChar, DENSE_CHARS};
 use crate::trie::{Anchor, TokenTrie};
 
 /// Fewest bytes a class needs before a slice is built for it: below that, the tokens spelled
@@ -116,6 +124,16 @@ impl ByteClass {
     }
 }
 
+/// A class of characters for a slice: a set of ASCII bytes and, when `wide`, every printable
+/// character past ASCII (those of the printable [slice](crate::slice), read by a [`OneChar`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CharClass {
+    /// The ASCII characters.
+    pub ascii: ByteClass,
+    /// Whether the printable characters past ASCII belong too.
+    pub wide: bool,
+}
+
 /// The tokens spelled from one class, by length, and a trie of the others; over the whole trie
 /// (less the subtrees of its anchors, which have slices of their own), or below one [`Anchor`].
 #[derive(Debug)]
@@ -150,20 +168,28 @@ const COPY_SHARE: usize = 8;
 
 impl ClassSlice {
     /// Builds the slice of `class` over the vocabulary's full trie less the subtrees of
-    /// `anchors`, or below `anchor`.
+    /// `anchors`, or below `anchor`; `wide` reads the characters past ASCII that a wide class
+    /// holds.
     pub fn new(
-        class: ByteClass,
+        class: CharClass,
+        wide: &OneChar,
         trie: &TokenTrie,
         anchor: Option<(usize, &Anchor)>,
         anchors: &[Anchor],
         vocab_size: usize,
     ) -> Self {
         let (index, anchor) = (anchor.map(|(i, _)| i), anchor.map(|(_, a)| a));
-        let mut inside = [false; 256];
-        for b in class.bytes() {
-            inside[b as usize] = true;
-        }
-        let runs = trie.runs(anchor, &inside, DENSE_CHARS);
+        let boundary = wide.boundary();
+        let read = |at: u32, byte: u8| {
+            if at == boundary && byte < 128 {
+                class.ascii.contains(byte).then_some(boundary)
+            } else if class.wide {
+                wide.read(at, byte)
+            } else {
+                None
+            }
+        };
+        let runs = trie.runs(anchor, boundary, read, DENSE_CHARS);
         let longest = runs
             .tokens
             .iter()
@@ -185,8 +211,9 @@ impl ClassSlice {
         };
         // The first bytes below the root or anchor: those in the class head what is copied, the
         // others are left to the full trie.
-        let (heads, outside): (Vec<_>, Vec<_>) =
-            trie.children(anchor).partition(|&(_, b)| class.contains(b));
+        let (heads, outside): (Vec<_>, Vec<_>) = trie
+            .children(anchor)
+            .partition(|&(_, b)| read(boundary, b).is_some());
         let heads: Vec<usize> = heads.into_iter().map(|(i, _)| i).collect();
         let mut outside = outside.into_iter().map(|(i, _)| i);
         let mut next_outside = outside.next();
@@ -280,7 +307,7 @@ impl ClassSlice {
 }
 
 /// Which slice: a class over the whole trie (`None`) or below an anchor (its index).
-type Key = (Option<usize>, ByteClass);
+type Key = (Option<usize>, CharClass);
 
 /// The class slices of one vocabulary, built on first use and shared by every index over it.
 #[derive(Debug, Default)]
@@ -294,7 +321,8 @@ impl ClassSlices {
     /// slice never waits on another's build.
     pub fn get(
         &self,
-        class: ByteClass,
+        class: CharClass,
+        wide: &OneChar,
         trie: &TokenTrie,
         anchor: Option<(usize, &Anchor)>,
         anchors: &[Anchor],
@@ -304,7 +332,9 @@ impl ClassSlices {
         if let Some(slice) = self.lock().get(&key) {
             return Arc::clone(slice);
         }
-        let slice = Arc::new(ClassSlice::new(class, trie, anchor, anchors, vocab_size));
+        let slice = Arc::new(ClassSlice::new(
+            class, wide, trie, anchor, anchors, vocab_size,
+        ));
         let mut built = self.lock();
         if built.len() >= MAX_CACHED_CLASSES {
             built.clear();
@@ -327,6 +357,7 @@ impl ClassSlices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::regex::ClassSet;
 
     fn trie(words: &[&str]) -> TokenTrie {
         TokenTrie::new(
@@ -339,6 +370,19 @@ mod tests {
 
     fn class(bytes: &[u8]) -> ByteClass {
         ByteClass::of(bytes.iter().copied())
+    }
+
+    fn ascii(bytes: &[u8]) -> CharClass {
+        CharClass {
+            ascii: class(bytes),
+            wide: false,
+        }
+    }
+
+    /// The printable characters past ASCII, as the vocabulary's tries read them.
+    fn wide() -> OneChar {
+        let chars = ClassSet::from_ranges([(0xA0, 0x2027), (0x202A, 0x10FFFF)]);
+        OneChar::new(&chars).expect("one character")
     }
 
     /// The slice's members within `chars` are exactly the words `expected` picks.
@@ -392,7 +436,7 @@ mod tests {
             "aaaaaaaaaaaaaaaaaaaa",
         ];
         let t = trie(&words);
-        let slice = ClassSlice::new(class(b"abc"), &t, None, &[], words.len());
+        let slice = ClassSlice::new(ascii(b"abc"), &wide(), &t, None, &[], words.len());
         // The walk meets the tokens outside every subtree spelled from the class.
         let walked = walk_all(&slice, &t, &[]);
         // "ab@" and "@a" leave the class; "a" and "ab" lie on the path to "ab@", so their nodes
@@ -423,7 +467,14 @@ mod tests {
         let space = &anchors[0];
         assert_eq!(space.path, b" ");
         assert_eq!(space.tokens, vec![5], "the space itself");
-        let slice = ClassSlice::new(class(b"abc"), &t, Some((0, space)), &anchors, words.len());
+        let slice = ClassSlice::new(
+            ascii(b"abc"),
+            &wide(),
+            &t,
+            Some((0, space)),
+            &anchors,
+            words.len(),
+        );
         for chars in [0, 1, 2, 3] {
             assert_within(&slice, &words, chars, |w| {
                 let rest = w.strip_prefix(' ').unwrap_or("");
@@ -438,7 +489,7 @@ mod tests {
         assert_eq!(walk_all(&slice, &t, &anchors), vec![0, 1, 3, 11]);
         // Over the whole trie, the anchor's subtree is left to the anchor's slices, and "ab" is
         // spelled from the class: "x" is all there is to walk.
-        let root = ClassSlice::new(class(b"abc"), &t, None, &anchors, words.len());
+        let root = ClassSlice::new(ascii(b"abc"), &wide(), &t, None, &anchors, words.len());
         assert_eq!(walk_all(&root, &t, &anchors), vec![7]);
     }
 
@@ -465,7 +516,7 @@ mod tests {
         words.push("a@".to_string());
         let refs: Vec<&str> = words.iter().map(String::as_str).collect();
         let t = trie(&refs);
-        let narrow = ClassSlice::new(class(b"abc"), &t, None, &[], refs.len());
+        let narrow = ClassSlice::new(ascii(b"abc"), &wide(), &t, None, &[], refs.len());
         assert!(
             matches!(narrow.rest, Rest::Copy { .. }),
             "{:?}",
@@ -477,7 +528,7 @@ mod tests {
             .collect();
         assert_eq!(walk_all(&narrow, &t, &[]), on_the_way);
         // Without `c`, most words starting in the class leave it: too many to copy.
-        let wide = ClassSlice::new(class(b"ab"), &t, None, &[], refs.len());
+        let wide = ClassSlice::new(ascii(b"ab"), &wide(), &t, None, &[], refs.len());
         assert!(matches!(wide.rest, Rest::Bits { .. }), "{:?}", wide.rest);
         let walked = walk_all(&wide, &t, &[]);
         let mut all = TokenSet::empty(refs.len());
@@ -496,14 +547,18 @@ mod tests {
     fn the_cache_shares_slices_and_bounds_itself() {
         let t = trie(&["ab", "cd"]);
         let cache = ClassSlices::default();
-        let first = cache.get(class(b"abcd"), &t, None, &[], 2);
+        let first = cache.get(ascii(b"abcd"), &wide(), &t, None, &[], 2);
         assert_eq!(first.longest(), 2);
         assert!(Arc::ptr_eq(
             &first,
-            &cache.get(class(b"abcd"), &t, None, &[], 2)
+            &cache.get(ascii(b"abcd"), &wide(), &t, None, &[], 2)
         ));
         for k in 0..(MAX_CACHED_CLASSES as u8 + 3) {
-            cache.get(ByteClass(1 << k), &t, None, &[], 2);
+            let class = CharClass {
+                ascii: ByteClass(1 << k),
+                wide: false,
+            };
+            cache.get(class, &wide(), &t, None, &[], 2);
         }
         assert!(cache.lock().len() <= MAX_CACHED_CLASSES);
     }

@@ -41,7 +41,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::bitmask::{Mask, TokenSet};
-use crate::class_slice::{ByteClass, ClassSlice};
+use crate::class_slice::{ByteClass, CharClass, ClassSlice};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -338,8 +338,10 @@ pub struct TokenIndex {
     eos: Vec<u32>,
     eos_mask: Arc<Mask>,
     /// Per fixed slice, the bytes its moves need to try
-    /// ([`Slice::representatives`](crate::slice::Slice::representatives)), made on first use.
+    /// ([`OneChar::representatives`](crate::slice::OneChar::representatives)), made on first use.
     slice_reps: Vec<OnceLock<Representatives>>,
+    /// The same for the printable characters past ASCII that wide class slices hold.
+    wide_reps: OnceLock<Representatives>,
     /// The ASCII bytes grouped by the automaton's byte classes, as `(a byte of the group, the
     /// group)`: bytes of one group move alike from every state, so one of them answers for all.
     ascii_groups: Vec<(u8, u128)>,
@@ -461,6 +463,7 @@ impl TokenIndex {
         }
         TokenIndex {
             slice_reps: tries.slices().iter().map(|_| Default::default()).collect(),
+            wide_reps: OnceLock::new(),
             ascii_groups,
             machine: RwLock::new(machine),
             masks: RwLock::new(MaskCache::default()),
@@ -873,7 +876,9 @@ impl TokenIndex {
     /// classes are tried: the bytes that loop on the state the most common successors lead to,
     /// where they are alive from `state` (an identifier that may also spell a keyword: its letters
     /// part ways at once, into keyword prefixes, but every one of them stays alive), and the
-    /// bytes of `state`'s most common successor (a counted class, which never comes back).
+    /// bytes of `state`'s most common successor (a counted class, which never comes back). Each
+    /// is tried first with the printable characters past ASCII (a wide [`CharClass`]) where they
+    /// all lead on alike from `state`, and then without them.
     fn class_fit(&self, state: u32, anchor: Option<usize>) -> Option<ClassFit> {
         let groups = &self.ascii_groups;
         let moves_of = |step: &mut dyn FnMut(u32, u8) -> Option<u32>, s: u32| {
@@ -907,7 +912,22 @@ impl TokenIndex {
         let mut candidates: Vec<ByteClass> = looping.flatten().into_iter().collect();
         candidates.extend(ByteClass::most_common(&first, DEAD));
         candidates.dedup();
-        for class in candidates {
+        // The printable characters past ASCII join a class where they all lead on alike from
+        // `state` (free text, the body of a string with a pattern): their tokens, most of a
+        // multilingual vocabulary, are then taken by length too. Where the chain finds that they
+        // part ways later, the class is tried without them.
+        let wide = self.tries.wide_chars();
+        let wide_reps = self
+            .wide_reps
+            .get_or_init(|| wide.representatives(&read(&self.machine).class_of));
+        let wide_alive = self
+            .stepping(|step| wide.advance(state, DEAD, wide_reps, step))
+            .is_some_and(|a| a != Advance::To(DEAD) && a != Advance::Mixed);
+        let classes = candidates.iter().flat_map(|&ascii| {
+            let both = [wide_alive, false].map(|wide| CharClass { ascii, wide });
+            both.into_iter().skip(usize::from(!wide_alive))
+        });
+        for class in classes {
             let slice = self.tries.class_slice(class, anchor);
             // As far as the longest token, the chain builds only rows the walk would build.
             let steps = slice.longest();
@@ -916,7 +936,7 @@ impl TokenIndex {
             }
             let reps: Vec<u8> = groups
                 .iter()
-                .filter(|&&(_, bytes)| class.includes(bytes))
+                .filter(|&&(_, bytes)| class.ascii.includes(bytes))
                 .map(|&(rep, _)| rep)
                 .collect();
             let chars = self.stepping(|step| {
@@ -927,6 +947,12 @@ impl TokenIndex {
                     for &s in &reached {
                         for &b in &reps {
                             next.push(step(s, b)?);
+                        }
+                        if class.wide {
+                            match wide.advance(s, DEAD, wide_reps, &mut *step)? {
+                                Advance::To(t) => next.push(t),
+                                Advance::Mixed => return Some(None),
+                            }
                         }
                     }
                     next.sort_unstable();
@@ -988,7 +1014,7 @@ impl TokenIndex {
         if let Some(known) = read(&self.moves).get(slice, state) {
             return Ok(known);
         }
-        let chars = &self.tries.slices()[slice];
+        let chars = self.tries.slices()[slice].chars();
         let reps = self.slice_reps[slice]
             .get_or_init(|| chars.representatives(&read(&self.machine).class_of));
         let attempt = {
@@ -1338,6 +1364,71 @@ mod tests {
                         "the counted classes built class slices"
                     );
                 }
+            }
+        }
+    }
+
+    /// Characters past ASCII join a class where they lead on alike (free text before a trigger,
+    /// a string body with a pattern): tokens of whole printable characters are taken by length,
+    /// and those that end part-way through a character, hold a control character past ASCII or
+    /// leave the class are walked.
+    #[test]
+    fn wide_class_runs_equal_brute_force() {
+        let mut words: Vec<Vec<u8>> = [
+            "a",
+            "ab",
+            "<",
+            "a<",
+            "<f",
+            "f",
+            "fn",
+            "@",
+            "a@",
+            "x@y",
+            "é",
+            "日本",
+            "日本語",
+            "é<",
+            "<日",
+            "😀",
+            "a😀b",
+            "\u{85}",
+            "a\u{2028}",
+            "\n",
+            "\"",
+            " ",
+            "  ",
+            "=",
+            ">",
+        ]
+        .iter()
+        .map(|w| w.as_bytes().to_vec())
+        .collect();
+        // Tokens that end part-way through a character, as byte-level vocabularies have.
+        words.extend([vec![0xC3], vec![0xE6, 0x97], vec![0xA9], b"a\xC3".to_vec()]);
+        for n in [15, 16, 17, 20] {
+            words.push("é".repeat(n).into_bytes());
+            words.push("ab".repeat(n).as_bytes()[..n].to_vec());
+        }
+        let spaced: Vec<Vec<u8>> = words.iter().map(|w| [b" ", &w[..]].concat()).collect();
+        words.extend(spaced);
+        let eos = words.len() as u32;
+        let mut all: Vec<Option<Vec<u8>>> = words.into_iter().map(Some).collect();
+        all.push(None);
+        let v = Arc::new(Vocabulary::new(all, vec![eos], None).expect("vocabulary"));
+        let patterns = [
+            r"[^<]*(?:<f[a-z]*>[^<]*)*",
+            r"(?s:.*@.*)",
+            r#""[^"\\@]{0,18}@[^"\\]{1,3}""#,
+            r"[^\x00-\x1f<]{0,17}<?",
+            r"[^<>]{2,5}>|[a-zé日本]*",
+            r"(?: [^ <]+)*",
+            // Past ASCII the characters lead elsewhere than the letters do.
+            r"(?:[a-z<]{1,4}|[^\x00-\x7f]{1,9})=",
+        ];
+        for pattern in patterns {
+            for lazy in [false, true] {
+                assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 3);
             }
         }
     }

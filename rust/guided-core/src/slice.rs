@@ -32,7 +32,7 @@
 use std::sync::Arc;
 
 use crate::bitmask::TokenSet;
-use crate::class_slice::{ByteClass, ClassSlice, ClassSlices};
+use crate::class_slice::{CharClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
 use crate::error::Result;
 use crate::regex::{ClassSet, Hir};
@@ -60,11 +60,126 @@ pub enum Advance {
     Mixed,
 }
 
+/// The automaton of one character from a set, read byte by byte: where a set's characters lead
+/// from a state of another automaton ([`advance`](Self::advance)), and where a token's bytes
+/// stand among the set's characters ([`read`](Self::read)).
+#[derive(Debug)]
+pub struct OneChar {
+    dfa: Dfa,
+}
+
+impl OneChar {
+    /// The automaton of one character from `chars`.
+    pub fn new(chars: &ClassSet) -> Result<Self> {
+        Ok(OneChar {
+            dfa: Dfa::from_hir(&Hir::class(chars.clone()), &DfaConfig::default())?,
+        })
+    }
+
+    /// The position between characters, where [`read`](Self::read) starts and returns after
+    /// each whole character.
+    pub fn boundary(&self) -> u32 {
+        self.dfa.start()
+    }
+
+    /// The position after `byte` read at `at`: the boundary when it ends a character of the set,
+    /// a position inside one when it continues it, `None` when it leaves the set.
+    pub fn read(&self, at: u32, byte: u8) -> Option<u32> {
+        let next = self.dfa.next_state(at, byte);
+        if next == self.dfa.dead() {
+            None
+        } else if self.dfa.is_accepting(next) {
+            Some(self.dfa.start())
+        } else {
+            Some(next)
+        }
+    }
+
+    /// The bytes [`advance`](Self::advance) needs to try, for an automaton whose bytes fall into
+    /// `class_of`'s classes: per state of the one-character automaton, one byte for each
+    /// distinct pair (where the byte leads in that automaton, the byte's class), with where it
+    /// leads. Bytes of one class move alike from every state, so one of them answers for all:
+    /// tens of steps per state instead of 256.
+    pub fn representatives(&self, class_of: &[u8; 256]) -> Representatives {
+        let u = &self.dfa;
+        (0..u.num_states() as u32)
+            .map(|us| {
+                let mut reps: Vec<(u8, u32)> = Vec::new();
+                for b in 0..=255u8 {
+                    let un = u.next_state(us, b);
+                    let class = class_of[b as usize];
+                    if un != u.dead()
+                        && !reps
+                            .iter()
+                            .any(|&(r, n)| n == un && class_of[r as usize] == class)
+                    {
+                        reps.push((b, un));
+                    }
+                }
+                reps
+            })
+            .collect()
+    }
+
+    /// Where every character of the set leads from `state`. `step` is the automaton's
+    /// transition, with `dead` its dead state; it may answer `None` (a row the caller cannot
+    /// read yet), and then so does `advance`. `reps` are the automaton's
+    /// [`representatives`](Self::representatives).
+    pub fn advance(
+        &self,
+        state: u32,
+        dead: u32,
+        reps: &Representatives,
+        mut step: impl FnMut(u32, u8) -> Option<u32>,
+    ) -> Option<Advance> {
+        // Pairs (position in one character, automaton state) still to expand.
+        let u = &self.dfa;
+        let mut stack = vec![(u.start(), state)];
+        let mut seen = vec![(u.start(), state)];
+        let mut target = None;
+        let mut lands = |t: u32| match target {
+            None => {
+                target = Some(t);
+                true
+            }
+            Some(previous) => previous == t,
+        };
+        while let Some((us, ms)) = stack.pop() {
+            for &(b, un) in &reps[us as usize] {
+                let mn = step(ms, b)?;
+                // A character that dies part-way leads to the dead state like one that dies at
+                // its end.
+                let end = if mn == dead {
+                    Some(dead)
+                } else if u.is_accepting(un) {
+                    Some(mn)
+                } else {
+                    None
+                };
+                match end {
+                    Some(t) if !lands(t) => return Some(Advance::Mixed),
+                    Some(_) => {}
+                    None if !seen.contains(&(un, mn)) => {
+                        seen.push((un, mn));
+                        stack.push((un, mn));
+                    }
+                    None => {}
+                }
+            }
+        }
+        Some(Advance::To(target.unwrap_or(dead)))
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.dfa.memory_bytes()
+    }
+}
+
 /// One slice: a character set, the tokens spelled entirely from it, and a trie of the rest.
 #[derive(Debug)]
 pub struct Slice {
     name: &'static str,
-    one_char: Dfa,
+    one_char: OneChar,
     members: TokenSet,
     /// `within[n]`: the members of at most `n` characters, for `n <= DENSE_CHARS`.
     within: Vec<TokenSet>,
@@ -78,7 +193,7 @@ pub struct Slice {
 
 impl Slice {
     fn new(name: &'static str, chars: ClassSet, vocab: &Vocabulary, eos: &[u32]) -> Result<Self> {
-        let one_char = Dfa::from_hir(&Hir::class(chars.clone()), &DfaConfig::default())?;
+        let one_char = OneChar::new(&chars)?;
         let size = vocab.vocab_size();
         let mut members = TokenSet::empty(size);
         let mut within = vec![TokenSet::empty(size); DENSE_CHARS + 1];
@@ -166,79 +281,9 @@ impl Slice {
         &self.rest
     }
 
-    /// The bytes [`advance`](Self::advance) needs to try, for an automaton whose bytes fall into
-    /// `class_of`'s classes: per state of the slice's one-character automaton, one byte for each
-    /// distinct pair (where the byte leads in that automaton, the byte's class), with where it
-    /// leads. Bytes of one class move alike from every state, so one of them answers for all:
-    /// tens of steps per state instead of 256.
-    pub fn representatives(&self, class_of: &[u8; 256]) -> Representatives {
-        let u = &self.one_char;
-        (0..u.num_states() as u32)
-            .map(|us| {
-                let mut reps: Vec<(u8, u32)> = Vec::new();
-                for b in 0..=255u8 {
-                    let un = u.next_state(us, b);
-                    let class = class_of[b as usize];
-                    if un != u.dead()
-                        && !reps
-                            .iter()
-                            .any(|&(r, n)| n == un && class_of[r as usize] == class)
-                    {
-                        reps.push((b, un));
-                    }
-                }
-                reps
-            })
-            .collect()
-    }
-
-    /// Where every character of the slice leads from `state`. `step` is the automaton's
-    /// transition, with `dead` its dead state; it may answer `None` (a row the caller cannot
-    /// read yet), and then so does `advance`. `reps` are the automaton's
-    /// [`representatives`](Self::representatives).
-    pub fn advance(
-        &self,
-        state: u32,
-        dead: u32,
-        reps: &Representatives,
-        mut step: impl FnMut(u32, u8) -> Option<u32>,
-    ) -> Option<Advance> {
-        // Pairs (position in one character, automaton state) still to expand.
-        let u = &self.one_char;
-        let mut stack = vec![(u.start(), state)];
-        let mut seen = vec![(u.start(), state)];
-        let mut target = None;
-        let mut lands = |t: u32| match target {
-            None => {
-                target = Some(t);
-                true
-            }
-            Some(previous) => previous == t,
-        };
-        while let Some((us, ms)) = stack.pop() {
-            for &(b, un) in &reps[us as usize] {
-                let mn = step(ms, b)?;
-                // A character that dies part-way leads to the dead state like one that dies at
-                // its end.
-                let end = if mn == dead {
-                    Some(dead)
-                } else if u.is_accepting(un) {
-                    Some(mn)
-                } else {
-                    None
-                };
-                match end {
-                    Some(t) if !lands(t) => return Some(Advance::Mixed),
-                    Some(_) => {}
-                    None if !seen.contains(&(un, mn)) => {
-                        seen.push((un, mn));
-                        stack.push((un, mn));
-                    }
-                    None => {}
-                }
-            }
-        }
-        Some(Advance::To(target.unwrap_or(dead)))
+    /// Where the slice's characters lie among bytes ([`OneChar`]).
+    pub fn chars(&self) -> &OneChar {
+        &self.one_char
     }
 
     fn memory_bytes(&self) -> usize {
@@ -261,6 +306,8 @@ pub struct TokenTries {
     full: TokenTrie,
     slices: Vec<Slice>,
     anchors: Vec<Anchor>,
+    /// The printable characters past ASCII, which wide class slices add to their ASCII bytes.
+    wide: OneChar,
     classes: ClassSlices,
     vocab_size: usize,
 }
@@ -271,7 +318,8 @@ impl TokenTries {
     pub fn new(vocab: &Vocabulary) -> Result<Self> {
         let eos = vocab.eos_token_ids();
         let full = TokenTrie::new(vocab.text_tokens().filter(|(id, _)| !eos.contains(id)));
-        let printable = ClassSet::from_ranges([(0x20, 0x7E), (0xA0, 0x2027), (0x202A, 0x10FFFF)]);
+        let wide = ClassSet::from_ranges([(0xA0, 0x2027), (0x202A, 0x10FFFF)]);
+        let printable = ClassSet::from_ranges([(0x20, 0x7E)]).union(&wide);
         let json = printable.difference(&ClassSet::from_ranges([(0x22, 0x22), (0x5C, 0x5C)]));
         let slices = vec![
             Slice::new("printable", printable, vocab, eos)?,
@@ -282,6 +330,7 @@ impl TokenTries {
             full,
             slices,
             anchors,
+            wide: OneChar::new(&wide)?,
             classes: ClassSlices::default(),
             vocab_size: vocab.vocab_size(),
         })
@@ -303,18 +352,30 @@ impl TokenTries {
         &self.anchors
     }
 
-    /// The slice of an ASCII class (see [`crate::class_slice`]) over the full trie, or below
+    /// The printable characters past ASCII, which a wide [`CharClass`] holds.
+    pub fn wide_chars(&self) -> &OneChar {
+        &self.wide
+    }
+
+    /// The slice of a character class (see [`crate::class_slice`]) over the full trie, or below
     /// anchor `anchor`, built on first use.
-    pub fn class_slice(&self, class: ByteClass, anchor: Option<usize>) -> Arc<ClassSlice> {
+    pub fn class_slice(&self, class: CharClass, anchor: Option<usize>) -> Arc<ClassSlice> {
         let anchor = anchor.and_then(|i| Some((i, self.anchors.get(i)?)));
-        self.classes
-            .get(class, &self.full, anchor, &self.anchors, self.vocab_size)
+        self.classes.get(
+            class,
+            &self.wide,
+            &self.full,
+            anchor,
+            &self.anchors,
+            self.vocab_size,
+        )
     }
 
     /// Bytes held by the tries and slice masks.
     pub fn memory_bytes(&self) -> usize {
         self.full.memory_bytes()
             + self.slices.iter().map(Slice::memory_bytes).sum::<usize>()
+            + self.wide.memory_bytes()
             + self.classes.memory_bytes()
     }
 }
@@ -358,7 +419,7 @@ mod tests {
         for (b, c) in class_of.iter_mut().enumerate() {
             *c = b as u8;
         }
-        slice.representatives(&class_of)
+        slice.chars().representatives(&class_of)
     }
 
     #[test]
@@ -370,7 +431,7 @@ mod tests {
         // byte's move, continuation states one continuation byte.
         let mut class_of = [1u8; 256];
         class_of[..128].fill(0);
-        let few = json.representatives(&class_of);
+        let few = json.chars().representatives(&class_of);
         assert_eq!(few.len(), every.len());
         for (f, e) in few.iter().zip(&every) {
             assert!(f.len() <= e.len());
@@ -401,9 +462,14 @@ mod tests {
             })
         };
         // Multi-byte characters pass through the same state byte by byte here, so they loop.
-        assert_eq!(json.advance(1, 0, &json_reps, body), Some(Advance::To(1)));
         assert_eq!(
-            tries.slices()[0].advance(1, 0, &printable_reps, body),
+            json.chars().advance(1, 0, &json_reps, body),
+            Some(Advance::To(1))
+        );
+        assert_eq!(
+            tries.slices()[0]
+                .chars()
+                .advance(1, 0, &printable_reps, body),
             Some(Advance::Mixed),
             "`\"` leaves the state"
         );
@@ -415,7 +481,10 @@ mod tests {
                 0
             })
         };
-        assert_eq!(json.advance(1, 0, &json_reps, ascii), Some(Advance::Mixed));
+        assert_eq!(
+            json.chars().advance(1, 0, &json_reps, ascii),
+            Some(Advance::Mixed)
+        );
         // A counter: state k reads one character and moves to k - 1; state 1 reads nothing
         // more. While a character is unfinished the state is `1000 * r + k`, with `r` of its
         // continuation bytes still to come.
@@ -433,24 +502,25 @@ mod tests {
             })
         };
         assert_eq!(
-            json.advance(5, 0, &json_reps, counter),
+            json.chars().advance(5, 0, &json_reps, counter),
             Some(Advance::To(4))
         );
         assert_eq!(
-            json.advance(1, 0, &json_reps, counter),
+            json.chars().advance(1, 0, &json_reps, counter),
             Some(Advance::To(0))
         );
         // Three- and four-byte characters die part-way, two-byte ones do not: mixed.
         assert_eq!(
-            json.advance(5, 0, &json_reps, |s, b| if b >= 0xE0 && s < 1000 {
-                Some(0)
-            } else {
-                counter(s, b)
-            }),
+            json.chars()
+                .advance(5, 0, &json_reps, |s, b| if b >= 0xE0 && s < 1000 {
+                    Some(0)
+                } else {
+                    counter(s, b)
+                }),
             Some(Advance::Mixed)
         );
         // A row the caller cannot read makes the answer unknown, not wrong.
-        assert_eq!(json.advance(1, 0, &json_reps, |_, _| None), None);
+        assert_eq!(json.chars().advance(1, 0, &json_reps, |_, _| None), None);
     }
 
     #[test]

@@ -323,49 +323,62 @@ impl TokenTrie {
         kept
     }
 
-    /// The runs of a byte set `inside` in the trie, up to `max_depth` bytes: which subtrees a
-    /// walk may pass over because every token in them is spelled from `inside` alone, and which
-    /// tokens are (see [`crate::class_slice`]). With `below`, only the subtree of that anchor
-    /// counts, and a token is spelled from `inside` when its bytes past the anchor's are.
+    /// The runs of a character set in the trie, up to `max_chars` characters: which subtrees a
+    /// walk may pass over because every token in them spells whole characters of the set, and
+    /// which tokens do (see [`crate::class_slice`]). The set is read byte by byte: `read(at,
+    /// byte)` is the position after `byte` read at position `at`, `boundary` between characters
+    /// (where reading starts and comes back after each whole character), `None` once the bytes
+    /// leave the set. With `below`, only the subtree of that anchor counts, and a token is spelled
+    /// from the set when its bytes past the anchor's are.
     ///
-    /// A node is pruned when the bytes on its path from the root (or the anchor), its own and
-    /// every byte below it are in `inside`, and nothing below it is deeper than `max_depth`. Two
-    /// passes over the nodes: backwards, whether each subtree is made of `inside` bytes within the
-    /// depth (the first node after the subtree is its `skip`, so the subtree is clean when the
-    /// nearest offending node after it lies at or past `skip`); forwards, whether each path is.
-    pub fn runs(&self, below: Option<&Anchor>, inside: &[bool; 256], max_depth: usize) -> Runs {
+    /// A node is clean when the bytes on its path from the root (or the anchor) are read within
+    /// `max_chars` characters, and it ends no token part-way through a character; it is pruned
+    /// when every node of its subtree is clean. Two passes over the nodes: forwards, whether each
+    /// node is clean (the position on the path is kept per depth); backwards, whether each
+    /// subtree is (the first node after the subtree is its `skip`, so the subtree is clean when
+    /// the nearest unclean node after it lies at or past `skip`).
+    pub fn runs(
+        &self,
+        below: Option<&Anchor>,
+        boundary: u32,
+        read: impl Fn(u32, u8) -> Option<u32>,
+        max_chars: usize,
+    ) -> Runs {
         let (first, end) = below.map_or((0, self.nodes.len()), |a| (a.node + 1, a.end));
         let base = below.map_or(0, |a| a.path.len());
         let nodes = &self.nodes[first..end];
-        let mut pruned = vec![0u64; nodes.len().div_ceil(64)];
-        let depth_of = |node: &Node| ((node.depth_byte & !MORE_TOKENS) >> 8) as usize - base;
-        let clean =
-            |node: &Node| inside[(node.depth_byte & 0xFF) as usize] && depth_of(node) <= max_depth;
-        let mut next_offender = end;
-        for (i, node) in nodes.iter().enumerate().rev() {
-            if clean(node) {
-                if next_offender >= node.skip as usize {
-                    pruned[i / 64] |= 1 << (i % 64);
-                }
-            } else {
-                next_offender = first + i;
-            }
-        }
-        let mut on_path = vec![false; self.max_depth + 1 - base];
-        on_path[0] = true;
+        let mut clean = vec![0u64; nodes.len().div_ceil(64)];
+        // Per depth on the current path: the reading position (`None` once it left the set) and
+        // the whole characters read.
+        let mut at: Vec<Option<u32>> = vec![None; self.max_depth + 1 - base];
+        let mut chars = vec![0usize; self.max_depth + 1 - base];
+        at[0] = Some(boundary);
         let mut tokens = Vec::new();
         for (i, node) in nodes.iter().enumerate() {
-            let depth = depth_of(node);
-            let spelled = on_path[depth - 1] && inside[(node.depth_byte & 0xFF) as usize];
-            on_path[depth] = spelled;
-            if !spelled {
-                pruned[i / 64] &= !(1 << (i % 64));
+            let depth = ((node.depth_byte & !MORE_TOKENS) >> 8) as usize - base;
+            let pos = at[depth - 1].and_then(|p| read(p, (node.depth_byte & 0xFF) as u8));
+            let whole = pos == Some(boundary);
+            let count = chars[depth - 1] + usize::from(whole);
+            at[depth] = pos.filter(|_| count <= max_chars);
+            chars[depth] = count;
+            if at[depth].is_none() {
                 continue;
             }
-            if node.token == NO_TOKEN || depth > max_depth {
-                continue;
+            if node.token == NO_TOKEN {
+                clean[i / 64] |= 1 << (i % 64);
+            } else if whole {
+                clean[i / 64] |= 1 << (i % 64);
+                tokens.extend(self.tokens_at(first + i).map(|id| (count as u32, id)));
             }
-            tokens.extend(self.tokens_at(first + i).map(|id| (depth as u32, id)));
+        }
+        let mut pruned = vec![0u64; nodes.len().div_ceil(64)];
+        let mut next_unclean = end;
+        for (i, node) in nodes.iter().enumerate().rev() {
+            if clean[i / 64] >> (i % 64) & 1 == 0 {
+                next_unclean = first + i;
+            } else if next_unclean >= node.skip as usize {
+                pruned[i / 64] |= 1 << (i % 64);
+            }
         }
         Runs {
             first,
@@ -389,7 +402,7 @@ pub struct Anchor {
     pub tokens: Vec<u32>,
 }
 
-/// What [`TokenTrie::runs`] finds for one byte set.
+/// What [`TokenTrie::runs`] finds for one character set.
 #[derive(Debug, Clone)]
 pub struct Runs {
     /// The first node looked at (the root's first child, or the anchor's).
@@ -399,8 +412,8 @@ pub struct Runs {
     /// One bit per node from `first` on (bit `i % 64` of word `i / 64` for node `first + i`):
     /// the subtrees a walk may pass over.
     pub pruned: Vec<u64>,
-    /// `(length, id)` of every token spelled from the set, up to the depth asked for; the length
-    /// counts the bytes past the anchor, if any.
+    /// `(length, id)` of every token spelled from the set, up to the length asked for; the
+    /// length counts the characters past the anchor, if any.
     pub tokens: Vec<(u32, u32)>,
 }
 
