@@ -30,6 +30,11 @@ impl TokenSet {
         }
     }
 
+    /// Removes every id.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
     /// Number of ids the set ranges over.
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
@@ -118,15 +123,28 @@ pub enum Mask {
 impl Mask {
     /// The compact form of `set`.
     pub fn from_set(set: TokenSet) -> Self {
-        let n = set.len();
         // A sparse id costs a word; switch when the list is under a quarter of the dense size.
-        if n * 4 < set.words().len() {
-            Mask::Sparse {
-                ids: set.iter().collect(),
-                vocab_size: set.vocab_size(),
+        // One pass, a chunk at a time (counted with vector code): a dense set passes the bound
+        // within its first chunks, a sparse one gives up its ids as it goes.
+        let bound = set.words().len().div_ceil(4);
+        let mut ids = Vec::new();
+        for (k, chunk) in set.words().chunks(256).enumerate() {
+            let n = chunk.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+            if ids.len() + n >= bound {
+                return Mask::Dense(set);
             }
-        } else {
-            Mask::Dense(set)
+            for (i, &w) in chunk.iter().enumerate().filter(|(_, &w)| w != 0) {
+                let base = ((k * 256 + i) * 32) as u32;
+                let mut w = w;
+                while w != 0 {
+                    ids.push(base + w.trailing_zeros());
+                    w &= w - 1;
+                }
+            }
+        }
+        Mask::Sparse {
+            ids: ids.into_boxed_slice(),
+            vocab_size: set.vocab_size(),
         }
     }
 
@@ -164,16 +182,6 @@ impl Mask {
         match self {
             Mask::Dense(set) => set.iter().collect(),
             Mask::Sparse { ids, .. } => ids.to_vec(),
-        }
-    }
-
-    /// Whether this mask allows exactly the ids of `set`.
-    pub fn equals_set(&self, set: &TokenSet) -> bool {
-        match self {
-            Mask::Dense(d) => d == set,
-            Mask::Sparse { ids, .. } => {
-                ids.len() == set.len() && ids.iter().all(|&i| set.contains(i))
-            }
         }
     }
 
@@ -226,13 +234,21 @@ mod tests {
             let mut out = vec![u32::MAX; set.words().len()];
             mask.write_to(&mut out);
             assert_eq!(out, set.words());
-            assert!(mask.equals_set(&set));
+            assert_eq!(mask.len(), set.len());
             assert_eq!(mask.ids(), set.iter().collect::<Vec<_>>());
         }
         assert!(matches!(
             Mask::from_set(TokenSet::empty(1000)),
             Mask::Sparse { .. }
         ));
+        // 1000 ids take 32 words: sparse below a quarter of that, eight ids.
+        for (n, sparse) in [(7, true), (8, false), (900, false)] {
+            let mut set = TokenSet::empty(1000);
+            (0..n).for_each(|i| set.insert(i * 997 % 1000));
+            let mask = Mask::from_set(set);
+            assert_eq!(matches!(mask, Mask::Sparse { .. }), sparse, "{n} ids");
+            assert_eq!(mask.len(), n as usize);
+        }
     }
 
     #[test]

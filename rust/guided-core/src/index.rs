@@ -177,12 +177,19 @@ impl Machine {
         self.table[state as usize * self.stride + self.class_of[byte as usize] as usize]
     }
 
-    /// Builds `state`'s row if it does not exist yet.
+    /// Builds `state`'s row if it does not exist yet. Walks call this at every step, so the
+    /// check is inlined and the building is not.
+    #[inline(always)]
     fn explore(&mut self, state: u32) -> Result<()> {
-        let s = state as usize;
-        if self.explored[s] {
+        if self.explored[state as usize] {
             return Ok(());
         }
+        self.build_row(state)
+    }
+
+    #[inline(never)]
+    fn build_row(&mut self, state: u32) -> Result<()> {
+        let s = state as usize;
         let Some(det) = self.determinizer.as_mut() else {
             // A complete machine has every row; an unexplored state cannot occur in it.
             return Ok(());
@@ -225,18 +232,19 @@ impl MaskCache {
         if let Some(existing) = self.get(state) {
             return existing;
         }
+        // Compacted first, then hashed and compared in that form: a sparse mask (a digit
+        // state's ten tokens) is a few ids to hash and compare, not the whole vocabulary's words.
+        let mask = Mask::from_set(set);
         let mut hasher = FxHasher::default();
-        set.words().hash(&mut hasher);
-        let hash = hasher.finish();
-        let bucket = self.by_hash.entry(hash).or_default();
-        let id = match bucket
-            .iter()
-            .find(|&&id| self.masks[id as usize].equals_set(&set))
-        {
+        match &mask {
+            Mask::Dense(set) => set.words().hash(&mut hasher),
+            Mask::Sparse { ids, .. } => ids.hash(&mut hasher),
+        }
+        let bucket = self.by_hash.entry(hasher.finish()).or_default();
+        let id = match bucket.iter().find(|&&id| *self.masks[id as usize] == mask) {
             Some(&id) => id,
             None => {
                 let id = self.masks.len() as u32;
-                let mask = Mask::from_set(set);
                 self.bytes += mask.memory_bytes();
                 self.masks.push(Arc::new(mask));
                 bucket.push(id);
@@ -607,7 +615,7 @@ impl TokenIndex {
         if let Some(mask) = read(&self.masks).get(state) {
             return Ok(mask);
         }
-        let set = self.compute(state, true, |_, _| {})?;
+        let set = self.compute(state, false, |_, _| {})?;
         Ok(write(&self.masks).insert(state, set))
     }
 
@@ -631,7 +639,7 @@ impl TokenIndex {
         if state == TERMINAL {
             return Ok(out);
         }
-        self.compute(state, false, |id, next| out[id as usize] = next)?;
+        self.compute(state, true, |id, next| out[id as usize] = next)?;
         if self.is_accepting(state) {
             for &e in &self.eos {
                 out[e as usize] = TERMINAL;
@@ -640,21 +648,18 @@ impl TokenIndex {
         Ok(out)
     }
 
-    /// The mask of `state`, reporting each surviving token to `visit`. With `use_slices`, a
-    /// slice that `state` loops on supplies its members in one go (and `visit` does not see them).
+    /// The mask of `state`; when `watched`, each surviving token is reported to `visit` with the
+    /// state it leads to. Without `watched`, slices that fit `state` supply their members in
+    /// one go (which `visit` would not see).
     fn compute(
         &self,
         state: u32,
-        use_slices: bool,
+        watched: bool,
         mut visit: impl FnMut(u32, u32),
     ) -> Result<TokenSet> {
         let mut set = TokenSet::empty(self.vocab_size());
-        if self.is_accepting(state) {
-            for &e in &self.eos {
-                set.insert(e);
-            }
-        }
-        let fit = if use_slices {
+        self.add_eos(state, &mut set);
+        let fit = if !watched {
             match self.slice_fit(state)? {
                 Some(fit) => Some(fit),
                 None => self.class_fits(state),
@@ -670,25 +675,23 @@ impl TokenIndex {
                 return Ok(set);
             }
             // Most walks on a growing automaton only meet rows that already exist: try under the
-            // shared lock, and give up at the first missing row.
-            let mut attempt = set.clone();
-            let mut missing = false;
-            let mut seen = Vec::new();
-            let step = |s: u32, b: u8| {
-                if missing || !m.explored[s as usize] {
-                    missing = true;
-                    return DEAD;
+            // shared lock, and give up at the first missing row. A caller that watches each
+            // token goes straight to the exclusive lock, so that the attempt reports nothing.
+            if !watched {
+                let mut missing = false;
+                let step = |s: u32, b: u8| {
+                    if missing || !m.explored[s as usize] {
+                        missing = true;
+                        return DEAD;
+                    }
+                    m.step(s, b)
+                };
+                self.walk(state, fit, step, &mut set, &mut |_, _| {});
+                if !missing {
+                    return Ok(set);
                 }
-                m.step(s, b)
-            };
-            self.walk(state, fit, step, &mut attempt, &mut |id, next| {
-                seen.push((id, next))
-            });
-            if !missing {
-                for (id, next) in seen {
-                    visit(id, next);
-                }
-                return Ok(attempt);
+                set.clear();
+                self.add_eos(state, &mut set);
             }
         }
         // A row is missing: walk again with the right to build it.
@@ -710,6 +713,15 @@ impl TokenIndex {
         match failure {
             Some(e) => Err(e),
             None => Ok(set),
+        }
+    }
+
+    /// Adds the EOS ids to `set` where `state` accepts.
+    fn add_eos(&self, state: u32, set: &mut TokenSet) {
+        if self.is_accepting(state) {
+            for &e in &self.eos {
+                set.insert(e);
+            }
         }
     }
 
