@@ -690,11 +690,15 @@ impl TokenIndex {
                 if !missing {
                     return Ok(set);
                 }
-                set.clear();
-                self.add_eos(state, &mut set);
             }
         }
-        // A row is missing: walk again with the right to build it.
+        // A row is missing: walk again with the right to build it. (The set starts afresh once
+        // the shared lock is released: `add_eos` takes it again, which would wait behind a
+        // writer that waits for this reader.)
+        if !watched {
+            set.clear();
+            self.add_eos(state, &mut set);
+        }
         let mut m = write(&self.machine);
         let mut failure = None;
         let step = |s: u32, b: u8| {
