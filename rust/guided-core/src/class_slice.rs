@@ -28,14 +28,14 @@
 //! vocabulary's tokens (most of o200k's) would all be walked in a free-text state.
 //!
 //! Classes are found per state, but the slice depends only on the class and the vocabulary: it
-//! is built on first
-//! use, in three passes over its part of the trie (under a millisecond at 50k tokens, a few at
-//! 200k), and kept with the vocabulary's tries for every index over it. The vocabulary's
-//! [anchors](TokenTrie::anchors) (the leading space) have slices of their own, for the state the
-//! anchor's path leads to, so a state where a space starts a word gets the same shortcut below
-//! the space. A slice holds one token set per length up to [`DENSE_CHARS`] and the kept nodes;
-//! the cache keeps [`MAX_CACHED_CLASSES`] of them and starts afresh past that, so hostile
-//! patterns with many classes cost rebuilds, not memory.
+//! is built on first use, in three passes over its part of the trie (under a millisecond at 50k
+//! tokens, a few at 200k), and kept with the vocabulary's tries for every index over it. The
+//! vocabulary's [anchors](TokenTrie::anchors) (the leading space) have slices of their own, for
+//! the state the anchor's path leads to, so a state where a space starts a word gets the same
+//! shortcut below the space. A slice holds one token set per length up to [`DENSE_CHARS`] and
+//! the kept nodes; the cache keeps [`MAX_CACHED_CLASSES`] of them (a wide class and its ASCII
+//! part are two) and starts afresh past that, so hostile patterns with many classes cost
+//! rebuilds, not memory.
 
 use std::sync::{Arc, Mutex};
 

@@ -27,9 +27,10 @@
 //! walk only the tokens outside it. Where a slice's characters lead from each state is
 //! remembered, so the states of a counted string (`maxLength: 40` is forty of them) share the
 //! work of finding how many characters each may still take. States inside a narrower run (an
-//! identifier, a number, `[a-z0-9.-]{1,63}`), and the states a leading space leads to, do the
-//! same with a [class slice](crate::class_slice) found from the state's own moves: the walk
-//! passes over the subtrees spelled from the class and takes their tokens by length.
+//! identifier, a number, `[a-z0-9.-]{1,63}`, free text up to a tool call's trigger), and the
+//! states a leading space leads to, do the same with a [class slice](crate::class_slice) found
+//! from the state's own moves: the walk passes over the subtrees spelled from the class and
+//! takes their tokens by length.
 //!
 //! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
@@ -260,7 +261,7 @@ impl MaskCache {
     }
 }
 
-/// [`Slice::advance`](crate::slice::Slice::advance) of each state, per slice, as far as asked.
+/// [`OneChar::advance`](crate::slice::OneChar::advance) of each state, per slice, as far as asked.
 #[derive(Debug, Default)]
 struct SliceMoves {
     /// `to[slice][state]`: the state the slice's characters lead to, or one of the markers.

@@ -8,8 +8,8 @@
 //!
 //! A slice is a set of characters `C` fixed per vocabulary, with the tokens whose bytes spell a
 //! string of whole characters from `C` (its members, grouped by how many characters they spell)
-//! and a smaller trie of all the other tokens. For a state `q`, [`Slice::advance`] says where the
-//! characters of `C` lead: to one state `q'` for all of them, or not. It is decided exactly, by
+//! and a smaller trie of all the other tokens. For a state `q`, [`OneChar::advance`] says where
+//! the characters of `C` lead: to one state `q'` for all of them, or not. It is decided exactly, by
 //! running `q` in step with the (few-state) UTF-8 automaton of one character from `C`. Following
 //! it from `q` gives a chain `q = q0, q1, q2, ...`; a member of `n` characters leads to `qn`, so
 //! it is allowed exactly when the chain is alive for `n` steps. Two shapes matter:
@@ -48,10 +48,10 @@ pub const DENSE_CHARS: usize = 16;
 pub const ANCHOR_SHARE: usize = 8;
 
 /// Per state of a slice's one-character automaton, the bytes worth trying with where each leads
-/// ([`Slice::representatives`]).
+/// ([`OneChar::representatives`]).
 pub type Representatives = Vec<Vec<(u8, u32)>>;
 
-/// Where a slice's characters lead from a state ([`Slice::advance`]).
+/// Where a slice's characters lead from a state ([`OneChar::advance`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Advance {
     /// Every character of the slice leads to this state (the dead state included).

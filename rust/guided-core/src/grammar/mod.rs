@@ -13,7 +13,7 @@
 //! What a stack machine walking left to right cannot do is call a rule that calls itself before
 //! reading anything: left recursion. A rule that is directly left-recursive (`expr ::= expr "+"
 //! term | term`) is rewritten into the iteration it means (`term ("+" term)*`); any other left
-//! recursion is refused with [`Error::GrammarSyntax`] naming the rule, as are undefined rules, a
+//! recursion is refused with [`Error::GrammarSyntax`](crate::error::Error::GrammarSyntax) naming the rule, as are undefined rules, a
 //! missing root and a grammar whose root derives no text. Nothing here knows about tokens.
 //!
 //! The front ends: [`gbnf`] (llama.cpp's GBNF and xgrammar's EBNF, one syntax) and [`lark`] (the

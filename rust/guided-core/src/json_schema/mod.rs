@@ -19,10 +19,10 @@
 //!
 //! Compact JSON with the whitespace policy between tokens (default `[ ]?`, so both
 //! `json.dumps(x)` and `json.dumps(x, separators=(",", ":"))` match; the preset `"flexible"` admits up
-//! to 20 of space, tab, CR, LF). Object members in the declared order (see [`layout`]); undeclared
+//! to 20 of space, tab, CR, LF). Object members in the declared order (see `layout`); undeclared
 //! members after them. Strings with raw UTF-8 or the escapes Python and JavaScript write, including
-//! `\uXXXX` for every non-ASCII code point (see [`strings`]). Numbers as plain decimals or normalized
-//! exponent texts, integers as plain decimals (see [`numbers`]). Values the schema leaves free nest
+//! `\uXXXX` for every non-ASCII code point (see `strings`). Numbers as plain decimals or normalized
+//! exponent texts, integers as plain decimals (see `numbers`). Values the schema leaves free nest
 //! at most `max_free_depth` containers deep; recursive `$ref`s unroll `max_recursion_depth` times.
 //!
 //! # Keywords
@@ -48,9 +48,9 @@
 //!
 //! Each schema is read under its draft (its nearest `$schema`; none means 2020-12): a keyword the
 //! draft does not have is inert there (`const` under draft 4, `prefixItems` under draft 7), draft
-//! 4's `integer` excludes `1.0`, and drafts 4 to 7 ignore the siblings of `$ref` (see [`drafts`]).
+//! 4's `integer` excludes `1.0`, and drafts 4 to 7 ignore the siblings of `$ref` (see `drafts`).
 //!
-//! `format` names outside [`formats`]'s table are refused in strict mode and ignored with a warning
+//! `format` names outside `formats`'s table are refused in strict mode and ignored with a warning
 //! otherwise; `assert_formats = false` treats every `format` as an annotation.
 
 mod arrays;
@@ -285,7 +285,7 @@ const MAX_AUTOMATON_EXPRESSION_NODES: usize = 200_000;
 /// than `h` itself; it is refused with [`Error::SizeLimit`] (`max_pattern_nodes`) past `limit`
 /// nodes, before anything is built. An automaton's expression (by state elimination) can be
 /// exponentially larger than the automaton, and is refused the same way past
-/// [`MAX_AUTOMATON_EXPRESSION_NODES`].
+/// `MAX_AUTOMATON_EXPRESSION_NODES`.
 pub fn expand_shared(h: &Hir, limit: usize) -> Result<Hir> {
     let refused = || Error::size_limit("max_pattern_nodes", limit + 1, limit);
     let has_automata = !h.walk_unique(&mut Default::default(), |x| !matches!(x, Hir::Automaton(_)));

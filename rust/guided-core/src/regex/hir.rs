@@ -188,7 +188,7 @@ pub enum Look {
 
 /// A regular expression over code points (and, through [`Hir::Literal`], UTF-8 bytes).
 ///
-/// Copies, comparisons, hashes and drops recurse through [`crate::stack::deep`], since a schema
+/// Copies, comparisons, hashes and drops recurse through `crate::stack::deep`, since a schema
 /// can nest an expression far deeper than a thread's stack would hold.
 #[derive(Debug, Eq)]
 pub enum Hir {
@@ -386,7 +386,7 @@ impl Hash for Shared {
     }
 }
 
-/// Dropping recurses through [`crate::stack::deep`] too: the compiler's drop glue would otherwise
+/// Dropping recurses through `crate::stack::deep` too: the compiler's drop glue would otherwise
 /// recurse a level per node on the caller's stack.
 impl Drop for Hir {
     fn drop(&mut self) {
@@ -489,7 +489,7 @@ impl Clone for Hir {
 
 impl Hir {
     /// Runs `f`, a step of a pass that recurses into this node's children, with room on the
-    /// stack for it ([`crate::stack::deep`]); a node without children needs no check.
+    /// stack for it (`crate::stack::deep`); a node without children needs no check.
     #[inline(always)]
     pub(crate) fn recurse<R>(&self, f: impl FnOnce() -> R) -> R {
         if self.has_children() {
