@@ -937,13 +937,14 @@ impl TokenIndex {
         let wide_reps = self
             .wide_reps
             .get_or_init(|| wide.representatives(&read(&self.machine).class_of));
-        let wide_alive = self
-            .stepping(|step| wide.advance(state, DEAD, wide_reps, step))
-            .is_some_and(|a| a != Advance::To(DEAD) && a != Advance::Mixed);
-        let classes = candidates.iter().flat_map(|&ascii| {
-            let both = [wide_alive, false].map(|wide| CharClass { ascii, wide });
-            both.into_iter().skip(usize::from(!wide_alive))
-        });
+        let wide_alive = matches!(
+            self.stepping(|step| wide.advance(state, DEAD, wide_reps, step)),
+            Some(Advance::To(t)) if t != DEAD
+        );
+        let widths: &[bool] = if wide_alive { &[true, false] } else { &[false] };
+        let classes = candidates
+            .iter()
+            .flat_map(|&ascii| widths.iter().map(move |&wide| CharClass { ascii, wide }));
         for class in classes {
             let slice = self.tries.class_slice(class, anchor);
             // As far as the longest token, the chain builds only rows the walk would build.
