@@ -777,7 +777,7 @@ impl CallNeeds {
             loop {
                 while let Some(x) = work.pop() {
                     let plain: &[StateId] = if x < EMBEDDED_BASE {
-                        &preds[x as usize]
+                        preds.of(x)
                     } else {
                         embedded_preds.get(&x).map_or(&[], |v| v.as_slice())
                     };
@@ -921,7 +921,7 @@ impl Stacks {
 /// The NFA's edges, reversed for the backward walks of liveness.
 struct Reversed {
     /// Stored predecessors of each stored state.
-    preds: Vec<Vec<StateId>>,
+    preds: Predecessors,
     /// Stored predecessors of the embedded ids stored states lead to (occurrences' starts); with
     /// rules, also the embedded return addresses and rule starts, which no stored state enters.
     embedded_preds: FxHashMap<StateId, Vec<StateId>>,
@@ -931,36 +931,80 @@ struct Reversed {
     entries_by_exit: FxHashMap<StateId, Vec<StateId>>,
 }
 
+/// The stored predecessors of every stored state, in one array sliced per state.
+///
+/// A schema's NFA has tens of thousands of states, most with one or two predecessors; a vector
+/// per state made allocation the larger part of reversing the edges, on the path to a schema's
+/// first mask. Counting the in-degrees first lets one pass write every list in place.
+struct Predecessors {
+    /// `list[starts[q]..starts[q + 1]]` are the predecessors of `q`.
+    starts: Vec<u32>,
+    list: Vec<StateId>,
+}
+
+impl Predecessors {
+    fn of(&self, q: StateId) -> &[StateId] {
+        let q = q as usize;
+        match (self.starts.get(q), self.starts.get(q + 1)) {
+            (Some(&lo), Some(&hi)) => &self.list[lo as usize..hi as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// Calls `edge` with every state `state` moves to (a call's return address aside: it is reached
+/// through the rule, not from the call).
+fn successors(state: &State, mut edge: impl FnMut(StateId)) {
+    match state {
+        State::ByteRange(t) => edge(t.next),
+        State::Sparse(ts) => ts.iter().for_each(|t| edge(t.next)),
+        State::Epsilon(next) | State::Look { next, .. } => edge(*next),
+        State::Union(alts) => alts.iter().for_each(|&a| edge(a)),
+        State::Call { .. } | State::Return | State::Match | State::Fail => {}
+    }
+}
+
 impl Reversed {
     fn of(nfa: &Nfa) -> Self {
-        let mut preds: Vec<Vec<StateId>> = vec![Vec::new(); nfa.len()];
+        let n = nfa.len();
+        // `starts[q + 1]` counts `q`'s stored predecessors, then (summed) ends its list; filling
+        // moves each start forward, and the final shift puts them back.
+        let mut starts = vec![0u32; n + 1];
+        for state in nfa.states() {
+            successors(state, |to| {
+                if let Some(c) = starts.get_mut(to as usize + 1) {
+                    *c += 1;
+                }
+            });
+        }
+        for q in 1..=n {
+            starts[q] += starts[q - 1];
+        }
+        let mut list = vec![0; starts[n] as usize];
         let mut embedded_preds: FxHashMap<StateId, Vec<StateId>> = FxHashMap::default();
         let mut calls = Vec::new();
         for (q, state) in nfa.states().iter().enumerate() {
             let q = q as StateId;
-            let mut add = |to: StateId| {
+            successors(state, |to| {
                 if to < EMBEDDED_BASE {
-                    if let Some(p) = preds.get_mut(to as usize) {
-                        p.push(q);
+                    if let Some(at) = starts[..n].get_mut(to as usize) {
+                        list[*at as usize] = q;
+                        *at += 1;
                     }
                 } else {
                     embedded_preds.entry(to).or_default().push(q);
                 }
-            };
-            match state {
-                State::ByteRange(t) => add(t.next),
-                State::Sparse(ts) => ts.iter().for_each(|t| add(t.next)),
-                State::Epsilon(next) | State::Look { next, .. } => add(*next),
-                State::Union(alts) => alts.iter().for_each(|&a| add(a)),
-                State::Call { rule, next } => {
-                    calls.push((q, *rule, *next));
-                    if *next >= EMBEDDED_BASE {
-                        embedded_preds.entry(*next).or_default();
-                    }
+            });
+            if let State::Call { rule, next } = state {
+                calls.push((q, *rule, *next));
+                if *next >= EMBEDDED_BASE {
+                    embedded_preds.entry(*next).or_default();
                 }
-                State::Return | State::Match | State::Fail => {}
             }
         }
+        // Each start now holds the next state's; shifting by one restores them.
+        starts.rotate_right(1);
+        starts[0] = 0;
         for &start in nfa.rules() {
             if start >= EMBEDDED_BASE {
                 embedded_preds.entry(start).or_default();
@@ -973,7 +1017,7 @@ impl Reversed {
             }
         }
         Reversed {
-            preds,
+            preds: Predecessors { starts, list },
             embedded_preds,
             calls,
             entries_by_exit,
@@ -1003,7 +1047,7 @@ fn backward_facts(nfa: &Nfa) -> (Vec<bool>, Vec<bool>) {
     }
     while let Some((x, end_fact)) = work.pop() {
         let preds_of_x: &[StateId] = if x < EMBEDDED_BASE {
-            &preds[x as usize]
+            preds.of(x)
         } else {
             embedded_preds.get(&x).map_or(&[], |v| v.as_slice())
         };
