@@ -93,7 +93,7 @@ use crate::dfa::{product, Anchors, ByteClasses, Dfa, DfaConfig};
 use crate::error::{Error, Result};
 use crate::regex::{ClassSet, Grammar, Hir, Look, Shared};
 use crate::utf8::{utf8_sequences, Utf8Range};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -481,7 +481,8 @@ impl Nfa {
             rules: Vec::new(),
             rule_ids: FxHashMap::default(),
             pending_rules: Vec::new(),
-            calls: FxHashMap::default(),
+            call_free: FxHashSet::default(),
+            calling: FxHashSet::default(),
             shared_as_rules,
         };
         let frag = b.compile(hir)?;
@@ -648,8 +649,10 @@ struct Builder {
     rule_ids: FxHashMap<RuleSource, u32>,
     /// Rules met but not yet compiled, with their bodies.
     pending_rules: Vec<(u32, RuleBody)>,
-    /// Whether a shared node's contents call a rule, by node id.
-    calls: FxHashMap<u64, bool>,
+    /// Shared nodes whose contents call no rule (a walk of the contents went through them all).
+    call_free: FxHashSet<u64>,
+    /// Shared nodes whose contents call a rule.
+    calling: FxHashSet<u64>,
     /// Whether shared nodes become rules rather than automata ([`Nfa::for_lazy`]).
     shared_as_rules: bool,
 }
@@ -768,7 +771,7 @@ impl Builder {
                 self.call(RuleSource::Shared(s.id()), || RuleBody::Shared(s.clone()))
             }
             Hir::Intersection(_) | Hir::Complement(_) if self.grammar.is_some() => {
-                if hir.has_calls() {
+                if self.calls_within(hir) {
                     return Err(recursion_in_automaton());
                 }
                 self.boolean(hir)
@@ -816,13 +819,47 @@ impl Builder {
 
     /// Whether a shared node's contents call a rule (only ever inside a grammar).
     fn shared_calls(&mut self, s: &Shared) -> bool {
-        if self.grammar.is_none() {
+        if self.grammar.is_none() || self.call_free.contains(&s.id()) {
             return false;
         }
-        *self
-            .calls
-            .entry(s.id())
-            .or_insert_with(|| s.hir().has_calls())
+        if self.calling.contains(&s.id()) {
+            return true;
+        }
+        let calls = self.calls_within(s.hir());
+        if calls {
+            self.calling.insert(s.id());
+        } else {
+            self.call_free.insert(s.id());
+        }
+        calls
+    }
+
+    /// Whether `h` calls a rule. The walk passes over shared nodes known to call none (or stops
+    /// at one known to call), and a walk that meets no call records every shared node it went
+    /// through as free of calls, so that a grammar's nested shared languages are each walked once
+    /// rather than once per enclosing node.
+    fn calls_within(&mut self, h: &Hir) -> bool {
+        let mut entered = FxHashSet::default();
+        let mut stack = vec![h];
+        while let Some(h) = stack.pop() {
+            match h {
+                Hir::Call(_) | Hir::Grammar(_) => return true,
+                Hir::Concat(v) | Hir::Alternation(v) | Hir::Intersection(v) => stack.extend(v),
+                Hir::Repeat { sub, .. } | Hir::Complement(sub) => stack.push(sub),
+                Hir::Shared(s) => {
+                    if self.calling.contains(&s.id()) {
+                        return true;
+                    }
+                    if !self.call_free.contains(&s.id()) && entered.insert(s.id()) {
+                        stack.push(s.hir());
+                    }
+                }
+                Hir::Empty | Hir::Literal(_) | Hir::Class(_) | Hir::Look(_) | Hir::Automaton(_) => {
+                }
+            }
+        }
+        self.call_free.extend(entered);
+        false
     }
 
     /// Whether a shared node becomes a rule for a lazy construction: anchors must stay where
@@ -884,6 +921,20 @@ impl Builder {
             return Ok(Frag { start: s, end: s });
         }
         let end = self.add(State::Epsilon(PENDING))?;
+        if ranges.last().is_some_and(|&(_, hi)| hi < 0x80) {
+            // One byte per code point: the trie below would build this very state, after
+            // splitting each range into the one sequence it is.
+            let transitions = ranges
+                .iter()
+                .map(|&(lo, hi)| Transition {
+                    start: lo as u8,
+                    end: hi as u8,
+                    next: end,
+                })
+                .collect();
+            let start = self.add(State::Sparse(transitions))?;
+            return Ok(Frag { start, end });
+        }
         let mut trie = Utf8Trie::new(end);
         for &(lo, hi) in ranges {
             for seq in utf8_sequences(lo, hi) {
@@ -928,7 +979,7 @@ impl Builder {
         }
         if copies >= COUNTED_MIN_COPIES
             && sub.anchors() == (false, false)
-            && !(self.grammar.is_some() && sub.has_calls())
+            && !(self.grammar.is_some() && self.calls_within(sub))
             && !self.calls_shared_rule(sub)
         {
             match self.automaton(sub, Anchors::WHOLE_TEXT) {
