@@ -509,6 +509,16 @@ impl<'a> Compiler<'a> {
         shared
     }
 
+    /// The nodes charged so far: every node of every location's language is counted when the
+    /// location is built, each shared node's contents once, so this bounds the size
+    /// ([`Hir::unique_size`]) of any language built from them.
+    pub(crate) fn charged_nodes(&self) -> usize {
+        self.opts
+            .max_hir_nodes
+            .saturating_mul(BUILD_BUDGET_FACTOR)
+            .saturating_sub(self.hir_budget)
+    }
+
     /// Charges the nodes of `h` not yet charged against the build budget, or fails with the size
     /// limit once it runs out. A shared node's contents are charged once, whatever the number of
     /// its copies.

@@ -932,3 +932,55 @@ fn a_reference_loop_through_if_is_refused_not_followed_forever() {
         );
     }
 }
+
+#[test]
+fn max_hir_nodes_refuses_exactly_past_the_result_size() {
+    use super::json_schema_to_grammar;
+    // The limit is checked against the result's size only when what the locations charged does
+    // not already prove it within; at the result's own size it must pass, one below it fail,
+    // for plain, shared, free and recursive languages alike.
+    let tree = json!({
+        "$defs": {"node": {"type": "object", "properties": {
+            "v": {"type": "integer"},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}
+        }}},
+        "$ref": "#/$defs/node"
+    });
+    let schemas = [
+        json!({"type": "string", "maxLength": 12}),
+        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"enum": [1, "x"]}},
+               "additionalProperties": {"type": "number"}}),
+        json!({"anyOf": [{"type": "array", "items": {}}, {"type": "object", "required": ["k"]}]}),
+        json!({}),
+        tree,
+    ];
+    type Compile = fn(&Value, &SchemaOptions) -> crate::error::Result<super::Compiled>;
+    let compilers: [(&str, Compile); 2] = [
+        ("unrolled", json_schema_to_hir),
+        ("recursive", json_schema_to_grammar),
+    ];
+    for schema in &schemas {
+        for (how, compile) in compilers {
+            let size = compile(schema, &SchemaOptions::default())
+                .unwrap()
+                .hir
+                .unique_size();
+            let at = SchemaOptions {
+                max_hir_nodes: size,
+                ..SchemaOptions::default()
+            };
+            assert!(compile(schema, &at).is_ok(), "{how} {schema} at {size}");
+            let below = SchemaOptions {
+                max_hir_nodes: size - 1,
+                ..SchemaOptions::default()
+            };
+            match compile(schema, &below) {
+                Err(Error::SizeLimit { limit, .. }) => assert_eq!(limit, "max_hir_nodes"),
+                other => panic!(
+                    "{how} {schema} below {size}: {:?}",
+                    other.map(|c| c.hir.unique_size())
+                ),
+            }
+        }
+    }
+}
