@@ -767,7 +767,7 @@ impl Builder {
                 })
             }
             Hir::Repeat { sub, min, max } => self.repeat(sub, *min, *max),
-            Hir::Shared(s) if self.shared_calls(s) || self.shared_rule(s) => {
+            Hir::Shared(s) if self.shared_rule(s) || self.shared_calls(s) => {
                 self.call(RuleSource::Shared(s.id()), || RuleBody::Shared(s.clone()))
             }
             Hir::Intersection(_) | Hir::Complement(_) if self.grammar.is_some() => {
@@ -979,8 +979,8 @@ impl Builder {
         }
         if copies >= COUNTED_MIN_COPIES
             && sub.anchors() == (false, false)
-            && !(self.grammar.is_some() && self.calls_within(sub))
             && !self.calls_shared_rule(sub)
+            && !(self.grammar.is_some() && self.calls_within(sub))
         {
             match self.automaton(sub, Anchors::WHOLE_TEXT) {
                 Ok(dfa) if dfa.matches_nothing() => {
