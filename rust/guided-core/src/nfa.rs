@@ -819,17 +819,12 @@ impl Builder {
 
     /// Whether a shared node's contents call a rule (only ever inside a grammar).
     fn shared_calls(&mut self, s: &Shared) -> bool {
-        if self.grammar.is_none() || self.call_free.contains(&s.id()) {
+        if self.grammar.is_none() {
             return false;
         }
-        if self.calling.contains(&s.id()) {
-            return true;
-        }
-        let calls = self.calls_within(s.hir());
+        let calls = self.calls_within(&Hir::Shared(s.clone()));
         if calls {
             self.calling.insert(s.id());
-        } else {
-            self.call_free.insert(s.id());
         }
         calls
     }
