@@ -90,6 +90,25 @@ fn upper_set() -> ClassSet {
 static UPPER_SPELLINGS: LazyLock<Hir> =
     LazyLock::new(|| Hir::shared(encode_plain_class(&upper_set())).pinned());
 
+/// The ASCII code points that have an escape form: `"`, `\`, `/` and the C0 controls.
+fn escaped_ascii_set() -> ClassSet {
+    ClassSet::from_ranges([(0x00, 0x1F), (0x22, 0x22), (0x2F, 0x2F), (0x5C, 0x5C)])
+}
+
+/// Every spelling of a code point but the raw printable ASCII ones (`/` aside), one pinned node
+/// for the process: what [`escaped_ascii_set`] and [`upper_set`] spell together.
+///
+/// A class that holds both of those sets differs from "any character" only in which printable
+/// ASCII characters it lacks, and those have no escape form (the spelling policy gives printable
+/// ASCII none but `\"`, `\\` and `\/`). So its spellings are a class of raw bytes and this node,
+/// whatever it leaves out. That is the class at every node of a trie of declared member names
+/// ("any character no name continues with"): spelled in full it repeated the short and `\u00XX`
+/// escapes at each node, a few dozen expression nodes and automaton states apiece; here each
+/// node costs one byte class and a reference.
+static ESCAPES_AND_UPPER_SPELLINGS: LazyLock<Hir> = LazyLock::new(|| {
+    Hir::shared(encode_plain_class(&escaped_ascii_set().union(&upper_set()))).pinned()
+});
+
 /// The spellings of each ASCII code point, built once: constants and property names are spelled
 /// a character at a time, and a schema with a large `enum` has tens of thousands of characters,
 /// each of which would otherwise cost a few class-set operations.
@@ -119,6 +138,15 @@ fn encode_class(set: &ClassSet) -> Hir {
         return encode_plain_class(set);
     }
     let upper = upper_set();
+    let escaped = escaped_ascii_set();
+    if set.intersect(&upper) == upper && set.intersect(&escaped) == escaped {
+        // `/` is raw in the pinned node already; the rest of the raw part is printable ASCII.
+        let raw = set
+            .intersect(&raw_set())
+            .difference(&upper)
+            .difference(&escaped);
+        return Hir::alternation([Hir::class(raw), ESCAPES_AND_UPPER_SPELLINGS.clone()]);
+    }
     if set.intersect(&upper) == upper {
         let below = set.difference(&upper);
         return Hir::alternation([encode_plain_class(&below), UPPER_SPELLINGS.clone()]);
@@ -549,6 +577,67 @@ mod tests {
             assert!(!text_matches(&any, bad), "{bad}");
         }
         assert!(text_matches(&Hir::literal("/"), "\"\\/\""));
+    }
+
+    /// The spellings of one code point: canonical, and escaped as ASCII (hex in both cases).
+    fn spellings_of(c: char) -> Vec<String> {
+        let mut ascii = String::from("\"");
+        for unit in c.to_string().encode_utf16() {
+            match unit {
+                0x22 => ascii.push_str("\\\""),
+                0x5C => ascii.push_str("\\\\"),
+                0x08 => ascii.push_str("\\b"),
+                0x0C => ascii.push_str("\\f"),
+                0x0A => ascii.push_str("\\n"),
+                0x0D => ascii.push_str("\\r"),
+                0x09 => ascii.push_str("\\t"),
+                u if (0x20..0x7F).contains(&u) => ascii.push(u as u8 as char),
+                u => ascii.push_str(&format!("\\u{u:04x}")),
+            }
+        }
+        ascii.push('"');
+        let mut out = vec![canonical_text(&c.to_string())];
+        if ascii.contains("\\u") {
+            // Hex digits in upper case are the same escape.
+            out.push(ascii.to_uppercase().replace("\\U", "\\u"));
+        }
+        out.push(ascii);
+        if c == '/' {
+            out.push("\"\\/\"".into());
+        }
+        out
+    }
+
+    #[test]
+    fn a_class_spells_exactly_its_members_whatever_it_leaves_out() {
+        // Classes that hold every escaped character (spelled through the one shared node of
+        // escape forms) and classes that leave some out (spelled in full) alike.
+        let holes: &[&[u32]] = &[
+            &[],
+            &[0x61, 0x62],
+            &[0x2F],
+            &[0x22],
+            &[0x5C, 0x7A],
+            &[0x0A],
+            &[0x00, 0x41],
+            &[0x7F],
+            &[0xE9, 0x10000],
+        ];
+        let probes: Vec<char> = (0u32..0x100)
+            .chain([0x7FF, 0xD7FF, 0xE000, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF])
+            .filter_map(char::from_u32)
+            .collect();
+        for hole in holes {
+            let set =
+                ClassSet::full().difference(&ClassSet::from_ranges(hole.iter().map(|&c| (c, c))));
+            let class = Hir::class(set);
+            for &c in &probes {
+                let member = !hole.contains(&(c as u32));
+                for text in spellings_of(c) {
+                    assert_eq!(text_matches(&class, &text), member, "{hole:x?} {text}");
+                }
+            }
+        }
     }
 
     #[test]
