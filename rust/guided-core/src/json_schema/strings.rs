@@ -118,6 +118,11 @@ static ASCII_SPELLINGS: LazyLock<Vec<Hir>> = LazyLock::new(|| {
         .collect()
 });
 
+/// Whether an ASCII byte's one JSON spelling is itself: printable, and not `"`, `\` or `/`.
+fn spelled_only_raw(b: u8) -> bool {
+    (0x20..0x7F).contains(&b) && !matches!(b, b'"' | b'\\' | b'/')
+}
+
 /// The JSON spellings of one code point.
 fn encode_char(c: char) -> Hir {
     match ASCII_SPELLINGS.get(c as usize) {
@@ -248,10 +253,26 @@ fn surrogate_pairs(lo: u32, hi: u32) -> Vec<Hir> {
 pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
     Ok(match value {
         Hir::Empty => Hir::Empty,
+        // Printable ASCII but `"`, `\` and `/` is spelled raw and only raw, so runs of it stay
+        // literal: property names and constants are mostly such runs, and a node per character
+        // would be most of their expression.
+        Hir::Literal(bytes) if bytes.iter().all(|&b| spelled_only_raw(b)) => value.clone(),
         Hir::Literal(bytes) => {
             let s = std::str::from_utf8(bytes)
                 .map_err(|_| "a literal that is not valid UTF-8".to_string())?;
-            Hir::concat(s.chars().map(encode_char))
+            let mut parts = Vec::new();
+            let mut rest = s;
+            while let Some(c) = rest.chars().next() {
+                let run = rest.bytes().take_while(|&b| spelled_only_raw(b)).count();
+                if run > 0 {
+                    parts.push(Hir::literal(&rest[..run]));
+                    rest = &rest[run..];
+                } else {
+                    parts.push(encode_char(c));
+                    rest = &rest[c.len_utf8()..];
+                }
+            }
+            Hir::concat(parts)
         }
         Hir::Class(set) => encode_class(set),
         Hir::Look(_) => return Err("an anchor (^ or $) where the pattern cannot honour it".into()),
@@ -635,6 +656,47 @@ mod tests {
                 let member = !hole.contains(&(c as u32));
                 for text in spellings_of(c) {
                     assert_eq!(text_matches(&class, &text), member, "{hole:x?} {text}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn literals_match_every_mix_of_their_characters_spellings() {
+        let words = [
+            "plain words",
+            "a/b",
+            "x\"y\\z",
+            "é-ü",
+            "tab\there",
+            "😀!",
+            "/",
+        ];
+        for word in words {
+            let literal = Hir::literal(word);
+            let per_char: Vec<Vec<String>> = word
+                .chars()
+                .map(|c| {
+                    let quoted = spellings_of(c);
+                    quoted
+                        .iter()
+                        .map(|q| q[1..q.len() - 1].to_string())
+                        .collect()
+                })
+                .collect();
+            for choice in 0..4 {
+                let body: String = per_char
+                    .iter()
+                    .enumerate()
+                    .map(|(i, forms)| forms[(choice + i) % forms.len()].as_str())
+                    .collect();
+                let text = format!("\"{body}\"");
+                assert!(text_matches(&literal, &text), "{word:?} {text}");
+                for other in words.iter().filter(|&&w| w != word) {
+                    assert!(
+                        !text_matches(&Hir::literal(other), &text),
+                        "{other:?} {text}"
+                    );
                 }
             }
         }
