@@ -133,30 +133,28 @@ fn encode_char(c: char) -> Hir {
 
 /// The JSON spellings (inside the quotes) of every code point in `set`.
 fn encode_class(set: &ClassSet) -> Hir {
-    // Literals encode one code point at a time; only a set that reaches the last code point can
-    // hold the whole upper part.
-    if set
-        .ranges()
-        .last()
-        .is_none_or(|&(_, hi)| hi != MAX_CODE_POINT)
-    {
+    static UPPER: LazyLock<ClassSet> = LazyLock::new(upper_set);
+    static ESCAPED: LazyLock<ClassSet> = LazyLock::new(escaped_ascii_set);
+    static PLAIN: LazyLock<ClassSet> = LazyLock::new(|| {
+        ClassSet::from_ranges(
+            (0x20..0x7F)
+                .filter(|&b| spelled_only_raw(b))
+                .map(|b| (b as u32, b as u32)),
+        )
+    });
+    if !set.is_superset(&UPPER) {
         return encode_plain_class(set);
     }
-    let upper = upper_set();
-    let escaped = escaped_ascii_set();
-    if set.intersect(&upper) == upper && set.intersect(&escaped) == escaped {
-        // `/` is raw in the pinned node already; the rest of the raw part is printable ASCII.
-        let raw = set
-            .intersect(&raw_set())
-            .difference(&upper)
-            .difference(&escaped);
-        return Hir::alternation([Hir::class(raw), ESCAPES_AND_UPPER_SPELLINGS.clone()]);
+    if set.is_superset(&ESCAPED) {
+        // The pinned node spells the escaped characters (`/` raw as well), so only the plain
+        // ASCII the set holds is left.
+        return Hir::alternation([
+            Hir::class(set.intersect(&PLAIN)),
+            ESCAPES_AND_UPPER_SPELLINGS.clone(),
+        ]);
     }
-    if set.intersect(&upper) == upper {
-        let below = set.difference(&upper);
-        return Hir::alternation([encode_plain_class(&below), UPPER_SPELLINGS.clone()]);
-    }
-    encode_plain_class(set)
+    let below = set.difference(&UPPER);
+    Hir::alternation([encode_plain_class(&below), UPPER_SPELLINGS.clone()])
 }
 
 /// Classes a thread keeps the spellings of ([`encode_plain_class`]); past it the memo starts over.

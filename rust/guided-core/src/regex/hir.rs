@@ -130,7 +130,34 @@ impl ClassSet {
 
     /// The union of two sets.
     pub fn union(&self, other: &ClassSet) -> ClassSet {
-        Self::from_ranges(self.ranges.iter().chain(other.ranges.iter()).copied())
+        // Both lists are sorted, so merging them in order leaves only neighbours to coalesce.
+        let (a, b) = (&self.ranges, &other.ranges);
+        let mut out: Vec<(u32, u32)> = Vec::with_capacity(a.len() + b.len());
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let next = if j == b.len() || (i < a.len() && a[i] <= b[j]) {
+                i += 1;
+                a[i - 1]
+            } else {
+                j += 1;
+                b[j - 1]
+            };
+            match out.last_mut() {
+                Some(last) if next.0 <= last.1.saturating_add(1) => last.1 = last.1.max(next.1),
+                _ => out.push(next),
+            }
+        }
+        ClassSet { ranges: out }
+    }
+
+    /// Whether every code point of `other` is in the set.
+    pub fn is_superset(&self, other: &ClassSet) -> bool {
+        // Ranges are maximal, so each of `other`'s lies inside one of ours or is not covered.
+        let mut mine = self.ranges.iter().peekable();
+        other.ranges.iter().all(|&(lo, hi)| {
+            while mine.next_if(|&&(_, h)| h < lo).is_some() {}
+            mine.peek().is_some_and(|&&(l, h)| l <= lo && hi <= h)
+        })
     }
 
     /// Every code point not in the set.
@@ -151,7 +178,24 @@ impl ClassSet {
 
     /// The intersection of two sets.
     pub fn intersect(&self, other: &ClassSet) -> ClassSet {
-        self.negate().union(&other.negate()).negate()
+        // One pass over both sorted lists. The pieces come out sorted and, because each input
+        // range is maximal, never adjacent: two neighbouring code points in both sets lie in one
+        // range of each, hence in one piece.
+        let (a, b) = (&self.ranges, &other.ranges);
+        let mut out = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() && j < b.len() {
+            let (lo, hi) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+            if a[i].1 < b[j].1 {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        ClassSet { ranges: out }
     }
 
     /// The set minus `other`.
@@ -1228,6 +1272,36 @@ mod tests {
         let b = ClassSet::range(5, 20);
         assert_eq!(a.intersect(&b).ranges(), &[(5, 10)]);
         assert_eq!(a.difference(&b).ranges(), &[(0, 4)]);
+    }
+
+    fn small_set() -> impl proptest::strategy::Strategy<Value = ClassSet> {
+        use proptest::prelude::*;
+        prop::collection::vec((0u32..40, 0u32..6), 0..6)
+            .prop_map(|v| ClassSet::from_ranges(v.into_iter().map(|(lo, w)| (lo, lo + w))))
+    }
+
+    proptest::proptest! {
+        /// Set operations against membership, code point by code point, and the canonical form
+        /// (sorted, disjoint, not adjacent) that equality and hashing rely on.
+        #[test]
+        fn set_operations_agree_with_membership(a in small_set(), b in small_set()) {
+            let canonical = |s: &ClassSet| {
+                s.ranges().windows(2).all(|w| w[0].1.saturating_add(1) < w[1].0)
+                    && s.ranges().iter().all(|&(lo, hi)| lo <= hi)
+            };
+            let (u, i, d) = (a.union(&b), a.intersect(&b), a.difference(&b));
+            for s in [&u, &i, &d] {
+                proptest::prop_assert!(canonical(s), "{:?}", s.ranges());
+            }
+            for c in 0..50 {
+                let (x, y) = (a.contains(c), b.contains(c));
+                proptest::prop_assert_eq!(u.contains(c), x || y);
+                proptest::prop_assert_eq!(i.contains(c), x && y);
+                proptest::prop_assert_eq!(d.contains(c), x && !y);
+            }
+            let superset = (0..50).all(|c| !b.contains(c) || a.contains(c));
+            proptest::prop_assert_eq!(a.is_superset(&b), superset);
+        }
     }
 
     #[test]
