@@ -647,11 +647,10 @@ impl<'a> Compiler<'a> {
         }
         self.check_nesting(ctx.nest)?;
         let key = (self.memoize && ctx.strict.is_none()).then(|| LocKey::new(&parts, ctx));
-        let hit = key.as_ref().and_then(|k| {
-            let m = self.recall(k, ctx)?;
-            let deps: Vec<Rc<str>> = m.deps.iter().map(|(p, _)| p.clone()).collect();
-            Some((m.lang.clone(), m.truncated, m.below, deps))
-        });
+        let hit = match &key {
+            Some(k) => self.recall(k, ctx),
+            None => None,
+        };
         if let Some((lang, truncated, below, deps)) = hit {
             self.check_nesting(ctx.nest + below)?;
             self.truncated |= truncated;
@@ -720,13 +719,28 @@ impl<'a> Compiler<'a> {
         Ok(lang)
     }
 
-    /// The memoized compilation of a location, if one applies in `ctx`.
-    fn recall(&self, key: &LocKey, ctx: &Ctx<'a>) -> Option<&Memoized> {
-        self.locations.get(key)?.iter().find(|m| {
+    /// The memoized compilation of a location, if one applies in `ctx`: its language, whether
+    /// recursion was cut below it, how deep below it nesting went, and the `$ref` targets it
+    /// consulted.
+    ///
+    /// A location met again is put behind a barrier ([`Compiler::barrier`]) the first time it is
+    /// recalled, and kept so: the language is then copied by reference from there on, not node
+    /// by node, and the barrier its callers put around a member's value finds it already shared
+    /// instead of hashing and comparing a fresh copy against the one it interned before. Its
+    /// first occurrence keeps its inline copy; the language is the same either way.
+    fn recall(&mut self, key: &LocKey, ctx: &Ctx<'a>) -> Option<(Lang, bool, usize, Vec<Rc<str>>)> {
+        let entries = self.locations.get_mut(key)?;
+        let i = entries.iter().position(|m| {
             m.deps
                 .iter()
                 .all(|(ptr, count)| ctx.ref_count(ptr) == *count)
-        })
+        })?;
+        let inline = std::mem::replace(&mut entries[i].lang.hir, Hir::Empty);
+        let shared = self.barrier(inline);
+        let m = &mut self.locations.get_mut(key)?[i];
+        m.lang.hir = shared;
+        let deps = m.deps.iter().map(|(p, _)| p.clone()).collect();
+        Some((m.lang.clone(), m.truncated, m.below, deps))
     }
 
     fn compile_loc_uncached(&mut self, parts: Vec<Part<'a>>, ctx: &Ctx<'a>) -> Result<Lang> {
