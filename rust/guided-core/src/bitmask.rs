@@ -124,11 +124,12 @@ impl Mask {
     /// The compact form of `set`.
     pub fn from_set(set: TokenSet) -> Self {
         // A sparse id costs a word; switch when the list is under a quarter of the dense size.
-        // One pass, a chunk at a time. Each non-zero word holds at least one id, so counting
-        // them (a compare per word, in vector code: the portable build has no population-count
-        // instruction, and a counted popcount over a 200k-token vocabulary was half the cost of
-        // a fresh mask) settles a dense set within its first chunks; a sparse one gives up its
-        // ids as it goes, and its empty chunks cost the count alone.
+        // One pass, a chunk at a time. Counting a chunk's non-zero words is a compare per word
+        // in vector code; counting its bits is several times that, since the portable build has
+        // no population-count instruction (a count over a 200k-token vocabulary was half the cost
+        // of a fresh digit mask). So bits are counted only where the non-zero words leave the
+        // verdict open: an empty chunk costs the compare, a chunk that cannot reach the bound
+        // gives up its ids at once, and a dense set passes the bound within its first chunks.
         let bound = set.words().len().div_ceil(4);
         let mut ids = Vec::new();
         for (k, chunk) in set.words().chunks(256).enumerate() {
@@ -136,8 +137,11 @@ impl Mask {
             if nonzero == 0 {
                 continue;
             }
-            if ids.len() + nonzero >= bound {
-                return Mask::Dense(set);
+            if ids.len() + 32 * nonzero >= bound {
+                let n = chunk.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+                if ids.len() + n >= bound {
+                    return Mask::Dense(set);
+                }
             }
             for (i, &w) in chunk.iter().enumerate().filter(|(_, &w)| w != 0) {
                 let base = ((k * 256 + i) * 32) as u32;
@@ -146,9 +150,6 @@ impl Mask {
                     ids.push(base + w.trailing_zeros());
                     w &= w - 1;
                 }
-            }
-            if ids.len() >= bound {
-                return Mask::Dense(set);
             }
         }
         Mask::Sparse {
