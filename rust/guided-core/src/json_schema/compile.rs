@@ -735,6 +735,8 @@ impl<'a> Compiler<'a> {
                 .iter()
                 .all(|(ptr, count)| ctx.ref_count(ptr) == *count)
         })?;
+        // The barrier needs the whole compiler but leaves the memo alone, so the entry is found
+        // again afterwards where it was.
         let inline = std::mem::replace(&mut entries[i].lang.hir, Hir::Empty);
         let shared = self.barrier(inline);
         let m = &mut self.locations.get_mut(key)?[i];

@@ -75,11 +75,19 @@ fn short_escape(c: u32) -> Option<char> {
 
 /// Code points from DEL up (surrogates aside): every one is spelled raw or as a `\u` escape, and
 /// most large classes hold all of them.
-fn upper_set() -> ClassSet {
-    ClassSet::from_ranges([(0x7F, 0xD7FF), (0xE000, MAX_CODE_POINT)])
-}
+static UPPER_SET: LazyLock<ClassSet> =
+    LazyLock::new(|| ClassSet::from_ranges([(0x7F, 0xD7FF), (0xE000, MAX_CODE_POINT)]));
 
-/// The spellings of [`upper_set`], one pinned node for the process.
+/// The ASCII code points that have an escape form: `"`, `\`, `/` and the C0 controls.
+static ESCAPED_ASCII_SET: LazyLock<ClassSet> = LazyLock::new(|| {
+    ClassSet::from_ranges([(0x00, 0x1F), (0x22, 0x22), (0x2F, 0x2F), (0x5C, 0x5C)])
+});
+
+/// The rest of ASCII: printable characters whose one spelling is themselves.
+static PLAIN_ASCII_SET: LazyLock<ClassSet> =
+    LazyLock::new(|| ClassSet::range(0, 0x7E).difference(&ESCAPED_ASCII_SET));
+
+/// The spellings of [`UPPER_SET`], one pinned node for the process.
 ///
 /// A class that leaves out a few ASCII characters (`[^"]`, or "any character but the ones that
 /// continue a declared name", at every node of a trie of names) spells its non-ASCII part exactly
@@ -88,15 +96,10 @@ fn upper_set() -> ClassSet {
 /// place it would be repeated per class; held here, every class refers to one automaton, built
 /// once per process.
 static UPPER_SPELLINGS: LazyLock<Hir> =
-    LazyLock::new(|| Hir::shared(encode_plain_class(&upper_set())).pinned());
-
-/// The ASCII code points that have an escape form: `"`, `\`, `/` and the C0 controls.
-fn escaped_ascii_set() -> ClassSet {
-    ClassSet::from_ranges([(0x00, 0x1F), (0x22, 0x22), (0x2F, 0x2F), (0x5C, 0x5C)])
-}
+    LazyLock::new(|| Hir::shared(encode_plain_class(&UPPER_SET)).pinned());
 
 /// Every spelling of a code point but the raw printable ASCII ones (`/` aside), one pinned node
-/// for the process: what [`escaped_ascii_set`] and [`upper_set`] spell together.
+/// for the process: what [`ESCAPED_ASCII_SET`] and [`UPPER_SET`] spell together.
 ///
 /// A class that holds both of those sets differs from "any character" only in which printable
 /// ASCII characters it lacks, and those have no escape form (the spelling policy gives printable
@@ -106,7 +109,7 @@ fn escaped_ascii_set() -> ClassSet {
 /// escapes at each node, a few dozen expression nodes and automaton states apiece; here each
 /// node costs one byte class and a reference.
 static ESCAPES_AND_UPPER_SPELLINGS: LazyLock<Hir> = LazyLock::new(|| {
-    Hir::shared(encode_plain_class(&escaped_ascii_set().union(&upper_set()))).pinned()
+    Hir::shared(encode_plain_class(&ESCAPED_ASCII_SET.union(&UPPER_SET))).pinned()
 });
 
 /// The spellings of each ASCII code point, built once: constants and property names are spelled
@@ -118,7 +121,7 @@ static ASCII_SPELLINGS: LazyLock<Vec<Hir>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Whether an ASCII byte's one JSON spelling is itself: printable, and not `"`, `\` or `/`.
+/// Whether a byte is in [`PLAIN_ASCII_SET`]: printable ASCII, and not `"`, `\` or `/`.
 fn spelled_only_raw(b: u8) -> bool {
     (0x20..0x7F).contains(&b) && !matches!(b, b'"' | b'\\' | b'/')
 }
@@ -133,27 +136,18 @@ fn encode_char(c: char) -> Hir {
 
 /// The JSON spellings (inside the quotes) of every code point in `set`.
 fn encode_class(set: &ClassSet) -> Hir {
-    static UPPER: LazyLock<ClassSet> = LazyLock::new(upper_set);
-    static ESCAPED: LazyLock<ClassSet> = LazyLock::new(escaped_ascii_set);
-    static PLAIN: LazyLock<ClassSet> = LazyLock::new(|| {
-        ClassSet::from_ranges(
-            (0x20..0x7F)
-                .filter(|&b| spelled_only_raw(b))
-                .map(|b| (b as u32, b as u32)),
-        )
-    });
-    if !set.is_superset(&UPPER) {
+    if !set.is_superset(&UPPER_SET) {
         return encode_plain_class(set);
     }
-    if set.is_superset(&ESCAPED) {
+    if set.is_superset(&ESCAPED_ASCII_SET) {
         // The pinned node spells the escaped characters (`/` raw as well), so only the plain
         // ASCII the set holds is left.
         return Hir::alternation([
-            Hir::class(set.intersect(&PLAIN)),
+            Hir::class(set.intersect(&PLAIN_ASCII_SET)),
             ESCAPES_AND_UPPER_SPELLINGS.clone(),
         ]);
     }
-    let below = set.difference(&UPPER);
+    let below = set.difference(&UPPER_SET);
     Hir::alternation([encode_plain_class(&below), UPPER_SPELLINGS.clone()])
 }
 
@@ -253,7 +247,8 @@ pub(crate) fn encode(value: &Hir) -> Result<Hir, String> {
         Hir::Empty => Hir::Empty,
         // Printable ASCII but `"`, `\` and `/` is spelled raw and only raw, so runs of it stay
         // literal: property names and constants are mostly such runs, and a node per character
-        // would be most of their expression.
+        // would be most of their expression. A literal that is one such run (most are) is kept
+        // as it is, without the walk below.
         Hir::Literal(bytes) if bytes.iter().all(|&b| spelled_only_raw(b)) => value.clone(),
         Hir::Literal(bytes) => {
             let s = std::str::from_utf8(bytes)
