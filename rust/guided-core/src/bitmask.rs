@@ -204,6 +204,102 @@ impl Mask {
     }
 }
 
+/// Most ids a [`MaskBuilder`] keeps as a list before it moves to packed words.
+const LISTED_IDS: usize = 256;
+
+/// A mask being computed: the allowed ids as a list while they are few, packed words past that.
+///
+/// Most states allow either a handful of tokens (a digit, a keyword's next letter) or a large
+/// part of the vocabulary (inside a string). Starting from packed words costs the few-token
+/// states three passes over the whole vocabulary's words (zeroing them, merging a slice's set
+/// into them, and scanning them again to find that a list is smaller), each as long as the
+/// vocabulary, for ten ids. A list costs nothing per vocabulary size; past [`LISTED_IDS`] the
+/// ids move to packed words, and from then on the set is built, and compacted by
+/// [`Mask::from_set`], exactly as it was. Either way the finished mask is the same: a list is
+/// only kept while it is shorter than the bound at which [`Mask::from_set`] goes dense.
+#[derive(Debug, Clone)]
+pub struct MaskBuilder {
+    ids: Vec<u32>,
+    words: Option<TokenSet>,
+    vocab_size: usize,
+    listed: usize,
+}
+
+impl MaskBuilder {
+    /// The empty set over `vocab_size` ids.
+    pub fn new(vocab_size: usize) -> Self {
+        // Below a quarter of the words, `Mask::from_set` keeps a list: a list is never kept
+        // past that, so the two agree on every set.
+        let bound = words_for(vocab_size).div_ceil(4);
+        MaskBuilder {
+            ids: Vec::new(),
+            words: None,
+            vocab_size,
+            listed: LISTED_IDS.min(bound.saturating_sub(1)),
+        }
+    }
+
+    /// Removes every id.
+    pub fn clear(&mut self) {
+        self.ids.clear();
+        self.words = None;
+    }
+
+    /// Adds `id`; ids at or beyond the vocabulary size are ignored.
+    #[inline]
+    pub fn insert(&mut self, id: u32) {
+        match &mut self.words {
+            Some(words) => words.insert(id),
+            None if (id as usize) < self.vocab_size => {
+                self.ids.push(id);
+                if self.ids.len() > self.listed {
+                    self.pack();
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Adds every id of `mask` (which must range over the same vocabulary size).
+    pub fn add_mask(&mut self, mask: &Mask) {
+        match mask {
+            Mask::Dense(set) => self.add_set(set),
+            Mask::Sparse { ids, .. } => ids.iter().for_each(|&id| self.insert(id)),
+        }
+    }
+
+    /// Adds every id of `set` (which must range over the same vocabulary size).
+    pub fn add_set(&mut self, set: &TokenSet) {
+        self.pack().union_with(set);
+    }
+
+    /// The packed words, made from the list if they are not yet.
+    fn pack(&mut self) -> &mut TokenSet {
+        let (ids, vocab_size) = (&mut self.ids, self.vocab_size);
+        self.words.get_or_insert_with(|| {
+            let mut words = TokenSet::empty(vocab_size);
+            ids.drain(..).for_each(|id| words.insert(id));
+            words
+        })
+    }
+
+    /// The finished mask, in the form [`Mask::from_set`] gives the same set.
+    pub fn finish(self) -> Mask {
+        match self.words {
+            Some(words) => Mask::from_set(words),
+            None => {
+                let mut ids = self.ids;
+                ids.sort_unstable();
+                ids.dedup();
+                Mask::Sparse {
+                    ids: ids.into_boxed_slice(),
+                    vocab_size: self.vocab_size,
+                }
+            }
+        }
+    }
+}
+
 /// Writes a mask allowing only `ids` (ids outside the width are ignored) into `out`.
 pub fn write_only(out: &mut [u32], ids: &[u32]) {
     out.fill(0);
@@ -278,6 +374,70 @@ mod tests {
                 );
                 assert_eq!(mask.ids(), set.iter().collect::<Vec<_>>());
             }
+        }
+    }
+
+    /// One way of adding ids to a builder, and to the packed set it must agree with.
+    #[derive(Debug, Clone)]
+    enum Add {
+        Id(u32),
+        Mask(Vec<u32>),
+        Set(Vec<u32>),
+    }
+
+    fn add_strategy(v: u32) -> impl proptest::strategy::Strategy<Value = Add> {
+        use proptest::prelude::*;
+        // Ids a little past the vocabulary too, which both ignore; runs of neighbours, so that
+        // sets past the list's length and past the dense bound are common.
+        let id = 0..v + 3;
+        let run = (0..v + 3, 0..1600u32).prop_map(|(a, n)| (a..a.saturating_add(n)).collect());
+        prop_oneof![
+            4 => id.prop_map(Add::Id),
+            1 => run.clone().prop_map(Add::Mask),
+            1 => run.prop_map(Add::Set),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        #[test]
+        fn a_builder_finishes_as_the_packed_set_compacts(
+            (v, adds) in proptest::strategy::Strategy::prop_flat_map(0..9000u32, |v| {
+                (proptest::strategy::Just(v), proptest::collection::vec(add_strategy(v), 0..40))
+            }),
+            clear_at in proptest::option::of(0..40usize),
+        ) {
+            let size = v as usize;
+            let packed = |ids: &[u32]| {
+                let mut set = TokenSet::empty(size);
+                ids.iter().for_each(|&id| set.insert(id));
+                set
+            };
+            let mut builder = MaskBuilder::new(size);
+            let mut set = TokenSet::empty(size);
+            for (k, add) in adds.into_iter().enumerate() {
+                if clear_at == Some(k) {
+                    builder.clear();
+                    set.clear();
+                }
+                let ids = match add {
+                    Add::Id(id) => {
+                        builder.insert(id);
+                        vec![id]
+                    }
+                    Add::Mask(ids) => {
+                        builder.add_mask(&Mask::from_set(packed(&ids)));
+                        ids
+                    }
+                    Add::Set(ids) => {
+                        builder.add_set(&packed(&ids));
+                        ids
+                    }
+                };
+                set.union_with(&packed(&ids));
+            }
+            // The same ids in the same form: a list exactly where the packed set compacts to one.
+            proptest::prop_assert_eq!(builder.finish(), Mask::from_set(set));
         }
     }
 

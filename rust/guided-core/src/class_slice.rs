@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
-use crate::bitmask::TokenSet;
+use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::slice::{OneChar, DENSE_CHARS};
 use crate::trie::{Anchor, TokenTrie};
 
@@ -140,7 +140,7 @@ pub struct CharClass {
 pub struct ClassSlice {
     /// `within[n]`: the tokens of at most `n` bytes spelled from the class (bytes past the
     /// anchor's, below one), for `n` up to the longest of them (and at most [`DENSE_CHARS`]).
-    within: Vec<TokenSet>,
+    within: Vec<Mask>,
     /// The tokens left to walk: the slice's part of the full trie less the subtrees that hold
     /// nothing but tokens in `within`.
     rest: Rest,
@@ -204,6 +204,7 @@ impl ClassSlice {
             let (shorter, this) = within.split_at_mut(n);
             this[0].union_with(&shorter[n - 1]);
         }
+        let within = within.into_iter().map(Mask::from_set).collect();
         let base = anchor.map_or(0, |a| a.path.len());
         let pruned = |i: usize| {
             let k = i - runs.first;
@@ -246,8 +247,8 @@ impl ClassSlice {
     }
 
     /// Adds to `set` the tokens of at most `chars` bytes spelled from the class.
-    pub fn add_members_within(&self, chars: usize, set: &mut TokenSet) {
-        set.union_with(&self.within[chars.min(self.longest())]);
+    pub fn add_members_within(&self, chars: usize, set: &mut MaskBuilder) {
+        set.add_mask(&self.within[chars.min(self.longest())]);
     }
 
     /// Walks the tokens of the slice's part of `full` (the vocabulary's trie, with its
@@ -298,11 +299,7 @@ impl ClassSlice {
             Rest::Copy { copy, heads } => copy.memory_bytes() + heads.capacity() * 8,
             Rest::Bits { bits, .. } => bits.capacity() * 8,
         };
-        self.within
-            .iter()
-            .map(TokenSet::memory_bytes)
-            .sum::<usize>()
-            + rest
+        self.within.iter().map(Mask::memory_bytes).sum::<usize>() + rest
     }
 }
 
@@ -392,12 +389,12 @@ mod tests {
         chars: usize,
         expected: impl Fn(&str) -> bool,
     ) {
-        let mut set = TokenSet::empty(words.len());
+        let mut set = MaskBuilder::new(words.len());
         slice.add_members_within(chars, &mut set);
         let want: Vec<u32> = (0..words.len() as u32)
             .filter(|&i| expected(words[i as usize]))
             .collect();
-        assert_eq!(set.iter().collect::<Vec<_>>(), want, "within {chars}");
+        assert_eq!(set.finish().ids(), want, "within {chars}");
     }
 
     #[test]
@@ -448,12 +445,12 @@ mod tests {
             });
         }
         // Every spelled token is reported by the walk or supplied by the sets.
-        let mut all = TokenSet::empty(words.len());
+        let mut all = MaskBuilder::new(words.len());
         slice.add_members_within(usize::MAX, &mut all);
         for id in walked {
             all.insert(id);
         }
-        assert_eq!(all.len(), words.len());
+        assert_eq!(all.finish().len(), words.len());
     }
 
     #[test]
@@ -531,8 +528,9 @@ mod tests {
         let wide = ClassSlice::new(ascii(b"ab"), &wide(), &t, None, &[], refs.len());
         assert!(matches!(wide.rest, Rest::Bits { .. }), "{:?}", wide.rest);
         let walked = walk_all(&wide, &t, &[]);
-        let mut all = TokenSet::empty(refs.len());
+        let mut all = MaskBuilder::new(refs.len());
         wide.add_members_within(usize::MAX, &mut all);
+        let all = all.finish();
         for (i, w) in refs.iter().enumerate() {
             let spelled = w.bytes().all(|b| b"ab".contains(&b));
             assert!(

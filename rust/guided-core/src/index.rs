@@ -41,7 +41,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use rustc_hash::{FxHashMap, FxHasher};
 
-use crate::bitmask::{Mask, TokenSet};
+use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{ByteClass, CharClass, ClassSlice};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, Dfa, DfaConfig};
@@ -229,13 +229,12 @@ impl MaskCache {
         (id != NO_MASK).then(|| Arc::clone(&self.masks[id as usize]))
     }
 
-    fn insert(&mut self, state: u32, set: TokenSet) -> Arc<Mask> {
+    fn insert(&mut self, state: u32, mask: Mask) -> Arc<Mask> {
         if let Some(existing) = self.get(state) {
             return existing;
         }
-        // Compacted first, then hashed and compared in that form: a sparse mask (a digit
-        // state's ten tokens) is a few ids to hash and compare, not the whole vocabulary's words.
-        let mask = Mask::from_set(set);
+        // Hashed and compared in compact form: a sparse mask (a digit state's ten tokens) is a
+        // few ids to hash and compare, not the whole vocabulary's words.
         let mut hasher = FxHasher::default();
         match &mask {
             Mask::Dense(set) => set.words().hash(&mut hasher),
@@ -616,8 +615,8 @@ impl TokenIndex {
         if let Some(mask) = read(&self.masks).get(state) {
             return Ok(mask);
         }
-        let set = self.compute(state, false, |_, _| {})?;
-        Ok(write(&self.masks).insert(state, set))
+        let mask = self.compute(state, false, |_, _| {})?.finish();
+        Ok(write(&self.masks).insert(state, mask))
     }
 
     /// The mask of `state` if it is already known (no computation, no waiting on a walk).
@@ -657,8 +656,8 @@ impl TokenIndex {
         state: u32,
         watched: bool,
         mut visit: impl FnMut(u32, u32),
-    ) -> Result<TokenSet> {
-        let mut set = TokenSet::empty(self.vocab_size());
+    ) -> Result<MaskBuilder> {
+        let mut set = MaskBuilder::new(self.vocab_size());
         self.add_eos(state, &mut set);
         let fit = if !watched {
             match self.slice_fit(state)? {
@@ -722,7 +721,7 @@ impl TokenIndex {
     }
 
     /// Adds the EOS ids to `set` where `state` accepts.
-    fn add_eos(&self, state: u32, set: &mut TokenSet) {
+    fn add_eos(&self, state: u32, set: &mut MaskBuilder) {
         if self.is_accepting(state) {
             for &e in &self.eos {
                 set.insert(e);
@@ -735,7 +734,7 @@ impl TokenIndex {
         state: u32,
         fit: Option<&Shortcut>,
         mut step: impl FnMut(u32, u8) -> u32,
-        set: &mut TokenSet,
+        set: &mut MaskBuilder,
         visit: &mut impl FnMut(u32, u32),
     ) {
         let mut trie = self.tries.full();

@@ -31,7 +31,7 @@
 
 use std::sync::Arc;
 
-use crate::bitmask::TokenSet;
+use crate::bitmask::{MaskBuilder, TokenSet};
 use crate::class_slice::{CharClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
 use crate::error::Result;
@@ -260,12 +260,12 @@ impl Slice {
     }
 
     /// Adds to `set` the members of at most `chars` characters.
-    pub fn add_members_within(&self, chars: usize, set: &mut TokenSet) {
+    pub fn add_members_within(&self, chars: usize, set: &mut MaskBuilder) {
         if chars >= self.max_chars {
-            set.union_with(&self.members);
+            set.add_set(&self.members);
             return;
         }
-        set.union_with(&self.within[chars.min(DENSE_CHARS)]);
+        set.add_set(&self.within[chars.min(DENSE_CHARS)]);
         for &(_, id) in self.long.iter().take_while(|&&(n, _)| n as usize <= chars) {
             set.insert(id);
         }
@@ -538,10 +538,10 @@ mod tests {
             "the empty token writes nothing"
         );
         for chars in [0, 1, 7, DENSE_CHARS, DENSE_CHARS + 1, 33, 40, 99] {
-            let mut set = TokenSet::empty(v.vocab_size());
+            let mut set = MaskBuilder::new(v.vocab_size());
             json.add_members_within(chars, &mut set);
             let expected: Vec<u32> = (0..chars.min(40) as u32).collect();
-            assert_eq!(set.iter().collect::<Vec<_>>(), expected, "within {chars}");
+            assert_eq!(set.finish().ids(), expected, "within {chars}");
         }
     }
 }
