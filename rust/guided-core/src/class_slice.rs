@@ -43,7 +43,7 @@ use rustc_hash::FxHashMap;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::slice::{OneChar, DENSE_CHARS};
-use crate::trie::{Anchor, TokenTrie};
+use crate::trie::{Anchor, ByteSet, TokenTrie};
 
 /// Fewest bytes a class needs before a slice is built for it: below that, the tokens spelled
 /// from it are too few for the shortcut to pay for its build.
@@ -254,12 +254,13 @@ impl ClassSlice {
     /// Walks the tokens of the slice's part of `full` (the vocabulary's trie, with its
     /// `anchors`) that [`add_members_within`](Self::add_members_within) does not supply, as
     /// [`TokenTrie::walk`] does: from `state`, or below an anchor from the state its path leads
-    /// to.
+    /// to. Only the tokens whose first byte (past the anchor's path) is in `live` are walked:
+    /// the bytes on which `state` does not die, or [`ByteSet::ALL`].
     pub fn walk(
         &self,
         full: &TokenTrie,
         anchors: &[Anchor],
-        state: u32,
+        (state, live): (u32, &ByteSet),
         dead: u32,
         step: impl FnMut(u32, u8) -> u32,
         on_token: impl FnMut(u32, u32),
@@ -267,13 +268,14 @@ impl ClassSlice {
         match &self.rest {
             Rest::Copy { copy, heads } => {
                 let (mut step, mut on_token) = (step, on_token);
-                copy.walk(state, dead, &mut step, &mut on_token);
+                let no_pruning = |_| false;
+                copy.walk_heads(state, dead, live, no_pruning, &mut step, &mut on_token);
                 let copied = |i: usize| heads.binary_search(&i).is_ok();
                 match self.anchor.and_then(|k| anchors.get(k)) {
                     Some(a) => full.walk_below(a, state, dead, copied, step, on_token),
                     None => {
                         let pruned = |i: usize| copied(i) || anchors.iter().any(|a| a.node == i);
-                        full.walk_pruned(state, dead, pruned, step, on_token)
+                        full.walk_heads(state, dead, live, pruned, step, on_token)
                     }
                 }
             }
@@ -286,7 +288,7 @@ impl ClassSlice {
                     Some(a) => full.walk_below(a, state, dead, bit, step, on_token),
                     None => {
                         let pruned = |i: usize| bit(i) || anchors.iter().any(|a| a.node == i);
-                        full.walk_pruned(state, dead, pruned, step, on_token)
+                        full.walk_heads(state, dead, live, pruned, step, on_token)
                     }
                 }
             }
@@ -493,7 +495,15 @@ mod tests {
     /// The tokens a slice leaves to walk, by a walk that never dies.
     fn walk_all(slice: &ClassSlice, trie: &TokenTrie, anchors: &[Anchor]) -> Vec<u32> {
         let mut walked = Vec::new();
-        slice.walk(trie, anchors, 1, 0, |_, _| 1, |id, _| walked.push(id));
+        let all = ByteSet::ALL;
+        slice.walk(
+            trie,
+            anchors,
+            (1, &all),
+            0,
+            |_, _| 1,
+            |id, _| walked.push(id),
+        );
         walked.sort_unstable();
         walked
     }

@@ -51,6 +51,7 @@ use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
 use crate::slice::{Advance, Representatives, TokenTries, DENSE_CHARS};
 use crate::structural_tag::{self, TagOptions};
+use crate::trie::ByteSet;
 use crate::vocab::Vocabulary;
 
 /// The dead state: nothing can follow.
@@ -107,6 +108,17 @@ struct Machine {
     unexplored: usize,
     determinizer: Option<Determinizer>,
     row: Vec<u32>,
+    /// The bytes of each byte class.
+    class_bytes: Vec<ByteSet>,
+}
+
+/// The bytes of each of `stride` byte classes, from the map of byte to class.
+fn bytes_by_class(class_of: &[u8; 256], stride: usize) -> Vec<ByteSet> {
+    let mut bytes = vec![ByteSet::EMPTY; stride];
+    for b in 0..=255u8 {
+        bytes[usize::from(class_of[usize::from(b)])].insert(b);
+    }
+    bytes
 }
 
 impl Machine {
@@ -121,6 +133,7 @@ impl Machine {
             unexplored: 0,
             determinizer: None,
             row: Vec::new(),
+            class_bytes: bytes_by_class(dfa.classes().as_map(), dfa.classes().num_classes()),
         }
     }
 
@@ -133,6 +146,7 @@ impl Machine {
             accepting: Vec::new(),
             explored: Vec::new(),
             unexplored: 0,
+            class_bytes: bytes_by_class(determinizer.classes().as_map(), stride),
             determinizer: Some(determinizer),
             row: Vec::new(),
         };
@@ -176,6 +190,18 @@ impl Machine {
     #[inline(always)]
     fn step(&self, state: u32, byte: u8) -> u32 {
         self.table[state as usize * self.stride + self.class_of[byte as usize] as usize]
+    }
+
+    /// The bytes on which `state` does not die. Its row must be built.
+    fn live_bytes(&self, state: u32) -> ByteSet {
+        let row = &self.table[state as usize * self.stride..][..self.stride];
+        let mut live = ByteSet::EMPTY;
+        for (&to, bytes) in row.iter().zip(&self.class_bytes) {
+            if to != DEAD {
+                live.union_with(bytes);
+            }
+        }
+        live
     }
 
     /// Builds `state`'s row if it does not exist yet. Walks call this at every step, so the
@@ -671,13 +697,23 @@ impl TokenIndex {
         {
             let m = read(&self.machine);
             if m.is_complete() {
-                self.walk(state, fit, |s, b| m.step(s, b), &mut set, &mut visit);
+                let heads = m.live_bytes(state);
+                self.walk(
+                    state,
+                    &heads,
+                    fit,
+                    |s, b| m.step(s, b),
+                    &mut set,
+                    &mut visit,
+                );
                 return Ok(set);
             }
             // Most walks on a growing automaton only meet rows that already exist: try under the
             // shared lock, and give up at the first missing row. A caller that watches each
-            // token goes straight to the exclusive lock, so that the attempt reports nothing.
-            if !watched {
+            // token goes straight to the exclusive lock, so that the attempt reports nothing;
+            // so does a state whose own row is missing.
+            if !watched && m.explored[state as usize] {
+                let heads = m.live_bytes(state);
                 let mut missing = false;
                 let step = |s: u32, b: u8| {
                     if missing || !m.explored[s as usize] {
@@ -686,7 +722,7 @@ impl TokenIndex {
                     }
                     m.step(s, b)
                 };
-                self.walk(state, fit, step, &mut set, &mut |_, _| {});
+                self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {});
                 if !missing {
                     return Ok(set);
                 }
@@ -700,6 +736,8 @@ impl TokenIndex {
             self.add_eos(state, &mut set);
         }
         let mut m = write(&self.machine);
+        m.explore(state)?;
+        let heads = m.live_bytes(state);
         let mut failure = None;
         let step = |s: u32, b: u8| {
             if failure.is_some() {
@@ -713,7 +751,7 @@ impl TokenIndex {
                 }
             }
         };
-        self.walk(state, fit, step, &mut set, &mut visit);
+        self.walk(state, &heads, fit, step, &mut set, &mut visit);
         match failure {
             Some(e) => Err(e),
             None => Ok(set),
@@ -729,9 +767,12 @@ impl TokenIndex {
         }
     }
 
+    /// The walk of `state`'s tokens, through `fit` if there is one; `heads` are the bytes on
+    /// which `state` does not die.
     fn walk(
         &self,
         state: u32,
+        heads: &ByteSet,
         fit: Option<&Shortcut>,
         mut step: impl FnMut(u32, u8) -> u32,
         set: &mut MaskBuilder,
@@ -748,12 +789,18 @@ impl TokenIndex {
                 let slice = &self.tries.slices()[slice];
                 slice.add_members_within(chars, set);
                 if walk_long {
-                    slice
-                        .long_members()
-                        .walk(state, DEAD, &mut step, |id, next| {
+                    let no_pruning = |_| false;
+                    slice.long_members().walk_heads(
+                        state,
+                        DEAD,
+                        heads,
+                        no_pruning,
+                        &mut step,
+                        |id, next| {
                             set.insert(id);
                             visit(id, next);
-                        });
+                        },
+                    );
                 }
                 trie = slice.rest();
             }
@@ -770,12 +817,13 @@ impl TokenIndex {
                 };
                 let all = self.tries.anchors();
                 match root {
-                    Some(fit) => fit
-                        .slice
-                        .walk(trie, all, state, DEAD, &mut step, &mut report),
+                    Some(fit) => {
+                        fit.slice
+                            .walk(trie, all, (state, heads), DEAD, &mut step, &mut report)
+                    }
                     None => {
                         let below_anchor = |i: usize| all.iter().any(|a| a.node == i);
-                        trie.walk_pruned(state, DEAD, below_anchor, &mut step, &mut report);
+                        trie.walk_heads(state, DEAD, heads, below_anchor, &mut step, &mut report);
                     }
                 }
                 for part in anchors {
@@ -785,8 +833,9 @@ impl TokenIndex {
                     }
                     match &part.fit {
                         Some(fit) => {
+                            let start = (part.at, &ByteSet::ALL);
                             fit.slice
-                                .walk(trie, all, part.at, DEAD, &mut step, &mut report)
+                                .walk(trie, all, start, DEAD, &mut step, &mut report)
                         }
                         None => {
                             let nothing = |_| false;
@@ -797,7 +846,8 @@ impl TokenIndex {
                 return;
             }
         }
-        trie.walk(state, DEAD, step, |id, next| {
+        let no_pruning = |_| false;
+        trie.walk_heads(state, DEAD, heads, no_pruning, step, |id, next| {
             set.insert(id);
             visit(id, next);
         });
