@@ -469,7 +469,7 @@ class IndexCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[IndexRecipe, TokenIndex] = OrderedDict()
         self._pending: dict[IndexRecipe, Future[TokenIndex]] = {}
-        self._shared_bytes: int | None = None
+        self._baseline: TokenIndex | None = None
 
     @property
     def vocabulary(self) -> Vocabulary:
@@ -563,12 +563,15 @@ class IndexCache:
         return loaded
 
     def _charge_baseline(self) -> None:
-        """Measures the footprint every index shares (the vocabulary's trie), once."""
-        if self._shared_bytes is None:
-            self._shared_bytes = TokenIndex.from_regex("", self._vocab).memory_bytes()
+        """Keeps an index that holds nothing of its own, to read what every index shares."""
+        if self._baseline is None:
+            self._baseline = TokenIndex.from_regex("", self._vocab)
 
     def _charged(self, index: TokenIndex) -> int:
-        return max(index.memory_bytes() - (self._shared_bytes or 0), 0)
+        # The vocabulary's tries and the class slices built over them so far are shared by
+        # every index, and grow as indexes are used: read them now, not once.
+        shared = self._baseline.memory_bytes() if self._baseline is not None else 0
+        return max(index.memory_bytes() - shared, 0)
 
     def _evict_locked(self, keep: IndexRecipe | None) -> None:
         sizes = {recipe: self._charged(index) for recipe, index in self._entries.items()}
