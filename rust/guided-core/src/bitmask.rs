@@ -204,7 +204,7 @@ impl Mask {
     }
 }
 
-/// Most ids a [`MaskBuilder`] keeps as a list before it moves to packed words.
+/// Most ids a [`MaskBuilder`] takes one by one into its list before it moves to packed words.
 const LISTED_IDS: usize = 256;
 
 /// A mask being computed: the allowed ids as a list while they are few, packed words past that.
@@ -213,15 +213,21 @@ const LISTED_IDS: usize = 256;
 /// part of the vocabulary (inside a string). Starting from packed words costs the few-token
 /// states three passes over the whole vocabulary's words (zeroing them, merging a slice's set
 /// into them, and scanning them again to find that a list is smaller), each as long as the
-/// vocabulary, for ten ids. A list costs nothing per vocabulary size; past [`LISTED_IDS`] the
-/// ids move to packed words, and from then on the set is built, and compacted by
-/// [`Mask::from_set`], exactly as it was. Either way the finished mask is the same: a list is
-/// only kept while it is shorter than the bound at which [`Mask::from_set`] goes dense.
+/// vocabulary, for ten ids. A list costs nothing per vocabulary size; past [`LISTED_IDS`] ids
+/// taken one by one (a walk's), the ids move to packed words, and from then on the set is built,
+/// and compacted by [`Mask::from_set`], exactly as it was. A sparse mask added whole (a class
+/// slice's tokens: the thousand numbers up to three digits of a 200k vocabulary) is copied into
+/// the list as long as the list stays sparse, and the ids taken one by one after it are counted
+/// from there. Either way the finished mask is the same: a list is only kept while it is shorter
+/// than the bound at which [`Mask::from_set`] goes dense.
 #[derive(Debug, Clone)]
 pub struct MaskBuilder {
     ids: Vec<u32>,
     words: Option<TokenSet>,
     vocab_size: usize,
+    /// Most ids the list may hold: one less than the bound at which a set is dense.
+    most: usize,
+    /// Past this many, an id taken one by one moves the list to packed words.
     listed: usize,
 }
 
@@ -230,12 +236,13 @@ impl MaskBuilder {
     pub fn new(vocab_size: usize) -> Self {
         // Below a quarter of the words, `Mask::from_set` keeps a list: a list is never kept
         // past that, so the two agree on every set.
-        let bound = words_for(vocab_size).div_ceil(4);
+        let most = words_for(vocab_size).div_ceil(4).saturating_sub(1);
         MaskBuilder {
             ids: Vec::new(),
             words: None,
             vocab_size,
-            listed: LISTED_IDS.min(bound.saturating_sub(1)),
+            most,
+            listed: LISTED_IDS.min(most),
         }
     }
 
@@ -243,6 +250,7 @@ impl MaskBuilder {
     pub fn clear(&mut self) {
         self.ids.clear();
         self.words = None;
+        self.listed = LISTED_IDS.min(self.most);
     }
 
     /// Adds `id`; ids at or beyond the vocabulary size are ignored.
@@ -264,7 +272,14 @@ impl MaskBuilder {
     pub fn add_mask(&mut self, mask: &Mask) {
         match mask {
             Mask::Dense(set) => self.add_set(set),
-            Mask::Sparse { ids, .. } => ids.iter().for_each(|&id| self.insert(id)),
+            Mask::Sparse { ids, .. } => {
+                if self.words.is_none() && self.ids.len() + ids.len() <= self.most {
+                    self.ids.extend_from_slice(ids);
+                    self.listed = self.most.min(self.ids.len() + LISTED_IDS);
+                } else {
+                    ids.iter().for_each(|&id| self.insert(id));
+                }
+            }
         }
     }
 
@@ -289,7 +304,10 @@ impl MaskBuilder {
             Some(words) => Mask::from_set(words),
             None => {
                 let mut ids = self.ids;
-                ids.sort_unstable();
+                // A slice's mask alone, or with EOS ids after it, is already ascending.
+                if !ids.is_sorted() {
+                    ids.sort_unstable();
+                }
                 ids.dedup();
                 Mask::Sparse {
                     ids: ids.into_boxed_slice(),
@@ -402,7 +420,7 @@ mod tests {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
         #[test]
         fn a_builder_finishes_as_the_packed_set_compacts(
-            (v, adds) in proptest::strategy::Strategy::prop_flat_map(0..9000u32, |v| {
+            (v, adds) in proptest::strategy::Strategy::prop_flat_map(0..60_000u32, |v| {
                 (proptest::strategy::Just(v), proptest::collection::vec(add_strategy(v), 0..40))
             }),
             clear_at in proptest::option::of(0..40usize),
@@ -438,6 +456,43 @@ mod tests {
             }
             // The same ids in the same form: a list exactly where the packed set compacts to one.
             proptest::prop_assert_eq!(builder.finish(), Mask::from_set(set));
+        }
+    }
+
+    /// A whole sparse mask goes into the list only while the list stays below the dense bound,
+    /// and ids taken one by one after it pack the list exactly when it would reach it.
+    #[test]
+    fn a_builder_list_stops_exactly_at_the_dense_bound() {
+        // 200,000 ids take 6,250 words: 1,563 ids make a set dense.
+        let v = 200_000usize;
+        let mask = |ids: std::ops::Range<u32>| {
+            let mut set = TokenSet::empty(v);
+            ids.for_each(|id| set.insert(id));
+            Mask::from_set(set)
+        };
+        let below = mask(0..1562);
+        assert!(matches!(below, Mask::Sparse { .. }));
+        for (before, after, dense) in [
+            (vec![], vec![], false),
+            (vec![199_999], vec![], true),
+            (vec![], vec![199_999], true),
+            (vec![5], vec![7], false),
+            (vec![], (1562..1900).collect(), true),
+        ] {
+            let mut builder = MaskBuilder::new(v);
+            before.iter().for_each(|&id| builder.insert(id));
+            builder.add_mask(&below);
+            after.iter().for_each(|&id| builder.insert(id));
+            let finished = builder.finish();
+            assert_eq!(
+                matches!(finished, Mask::Dense(_)),
+                dense,
+                "{before:?} {after:?}"
+            );
+            let mut expected: Vec<u32> = (0..1562).chain(before).chain(after).collect();
+            expected.sort_unstable();
+            expected.dedup();
+            assert_eq!(finished.ids(), expected);
         }
     }
 

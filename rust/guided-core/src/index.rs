@@ -681,10 +681,24 @@ impl TokenIndex {
         &self,
         state: u32,
         watched: bool,
+        visit: impl FnMut(u32, u32),
+    ) -> Result<MaskBuilder> {
+        let mut set = self.tokens(state, watched, visit)?;
+        // Last, after the machine's lock is released (`add_eos` takes it), and after the
+        // tokens: EOS ids are mostly the vocabulary's last, so a short list of ids stays
+        // ascending and needs no sort.
+        self.add_eos(state, &mut set);
+        Ok(set)
+    }
+
+    /// The tokens of [`compute`](Self::compute), without the EOS ids.
+    fn tokens(
+        &self,
+        state: u32,
+        watched: bool,
         mut visit: impl FnMut(u32, u32),
     ) -> Result<MaskBuilder> {
         let mut set = MaskBuilder::new(self.vocab_size());
-        self.add_eos(state, &mut set);
         let fit = if !watched {
             match self.slice_fit(state)? {
                 Some(fit) => Some(fit),
@@ -728,12 +742,9 @@ impl TokenIndex {
                 }
             }
         }
-        // A row is missing: walk again with the right to build it. (The set starts afresh once
-        // the shared lock is released: `add_eos` takes it again, which would wait behind a
-        // writer that waits for this reader.)
+        // A row is missing: walk again, from an empty set, with the right to build it.
         if !watched {
             set.clear();
-            self.add_eos(state, &mut set);
         }
         let mut m = write(&self.machine);
         m.explore(state)?;
