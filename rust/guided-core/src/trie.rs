@@ -189,20 +189,21 @@ impl TokenTrie {
     /// `i` has `pruned(i)` (nodes numbered in preorder, as [`runs`](Self::runs) and
     /// [`anchors`](Self::anchors) give them). The tokens in those subtrees are not reported.
     #[inline]
-    pub fn walk_pruned<P, S, F>(&self, start: u32, dead: u32, pruned: P, step: S, on_token: F)
-    where
+    pub fn walk_pruned<P, S, F>(
+        &self,
+        start: u32,
+        dead: u32,
+        mut pruned: P,
+        mut step: S,
+        mut on_token: F,
+    ) where
         P: FnMut(usize) -> bool,
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        self.walk_impl(
-            (0, self.nodes.len(), 0),
-            start,
-            dead,
-            pruned,
-            step,
-            on_token,
-        );
+        let range = (0, self.nodes.len(), 0);
+        let stack = &mut vec![start; self.max_depth + 1];
+        self.walk_nodes(range, stack, dead, &mut pruned, &mut step, &mut on_token);
     }
 
     /// Walks the tokens below `anchor` (not the anchor's own) from `start`, the state its path
@@ -214,16 +215,17 @@ impl TokenTrie {
         anchor: &Anchor,
         start: u32,
         dead: u32,
-        pruned: P,
-        step: S,
-        on_token: F,
+        mut pruned: P,
+        mut step: S,
+        mut on_token: F,
     ) where
         P: FnMut(usize) -> bool,
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
         let range = (anchor.node + 1, anchor.end, anchor.path.len());
-        self.walk_impl(range, start, dead, pruned, step, on_token);
+        let stack = &mut vec![start; self.max_depth + 1];
+        self.walk_nodes(range, stack, dead, &mut pruned, &mut step, &mut on_token);
     }
 
     /// Walks like [`walk_pruned`](Self::walk_pruned), but only the tokens whose first byte is
@@ -247,51 +249,18 @@ impl TokenTrie {
         if *heads == ByteSet::ALL || self.heads.is_empty() {
             return self.walk_pruned(start, dead, pruned, step, on_token);
         }
-        let mut stack = vec![start; self.max_depth + 1];
+        let stack = &mut vec![start; self.max_depth + 1];
         for b in heads.iter() {
             let head = self.heads[usize::from(b)];
             if let Some(node) = self.nodes.get(head as usize) {
                 let range = (head as usize, node.skip as usize, 0);
-                self.walk_nodes(
-                    range,
-                    &mut stack,
-                    dead,
-                    &mut pruned,
-                    &mut step,
-                    &mut on_token,
-                );
+                self.walk_nodes(range, stack, dead, &mut pruned, &mut step, &mut on_token);
             }
         }
     }
 
-    /// The walk over nodes `first..end`, all below a node at depth `base` whose state is `start`.
-    #[inline(always)]
-    fn walk_impl<P, S, F>(
-        &self,
-        range: (usize, usize, usize),
-        start: u32,
-        dead: u32,
-        mut pruned: P,
-        mut step: S,
-        mut on_token: F,
-    ) where
-        P: FnMut(usize) -> bool,
-        S: FnMut(u32, u8) -> u32,
-        F: FnMut(u32, u32),
-    {
-        let mut stack = vec![start; self.max_depth + 1];
-        self.walk_nodes(
-            range,
-            &mut stack,
-            dead,
-            &mut pruned,
-            &mut step,
-            &mut on_token,
-        );
-    }
-
-    /// The walk of [`walk_impl`](Self::walk_impl) on a stack of states whose entry `0` holds
-    /// the state before the range's first level.
+    /// The walk over nodes `first..end`, all below a node at depth `base`, on a stack of states
+    /// whose entry `0` holds the state before the range's first level.
     #[inline(always)]
     fn walk_nodes<P, S, F>(
         &self,
@@ -617,6 +586,32 @@ mod tests {
         )
     }
 
+    /// `count` words of `letters`, word `i` of `len(i)` letters after `lead(i)` if there is one.
+    fn toy_words(
+        count: u32,
+        len: impl Fn(u32) -> usize,
+        letters: &[u8],
+        lead: impl Fn(u32) -> Option<u8>,
+    ) -> Vec<Vec<u8>> {
+        let n = letters.len() as u32;
+        (0..count)
+            .map(|i| {
+                let word = (0..len(i)).map(|k| letters[((i >> k) % n) as usize]);
+                lead(i).into_iter().chain(word).collect()
+            })
+            .collect()
+    }
+
+    /// A toy automaton: the state counts the `letter`s read (plus one) and dies on the one
+    /// read in state `last`.
+    fn counting(letter: u8, last: u32) -> impl Fn(u32, u8) -> u32 + Copy {
+        move |s, b| match (s, b) {
+            (s, b) if s == last && b == letter => 0,
+            (s, b) if b == letter => s + 1,
+            (s, _) => s,
+        }
+    }
+
     /// The `(token, state)` pairs a walk reports, sorted.
     fn seen(walk: impl FnOnce(&mut dyn FnMut(u32, u32))) -> Vec<(u32, u32)> {
         let mut seen = Vec::new();
@@ -629,23 +624,10 @@ mod tests {
     /// states, over the whole trie and below an anchor.
     #[test]
     fn filtered_copies_walk_like_pruned_walks() {
-        let words: Vec<Vec<u8>> = (0u32..400)
-            .map(|i| {
-                let len = 1 + (i * 7 % 6) as usize;
-                let mut w: Vec<u8> = (0..len).map(|k| b"abc"[((i >> k) % 3) as usize]).collect();
-                if i % 2 == 0 {
-                    w.insert(0, b' ');
-                }
-                w
-            })
-            .collect();
+        let lead = |i: u32| i.is_multiple_of(2).then_some(b' ');
+        let words = toy_words(400, |i| 1 + (i * 7 % 6) as usize, b"abc", lead);
         let trie = trie_of(&words);
-        // A toy automaton: the state counts `a`s read (plus one), and dies at the fourth.
-        let step = |s: u32, b: u8| match (s, b) {
-            (4, b'a') => 0,
-            (s, b'a') => s + 1,
-            (s, _) => s,
-        };
+        let step = counting(b'a', 4);
         let left_out = |i: usize| i % 5 == 3;
         let copy = trie.filtered((0, trie.num_nodes(), 0), left_out);
         assert!(copy.num_nodes() < trie.num_nodes());
@@ -679,22 +661,10 @@ mod tests {
     /// that start with them, on the trie, on a filtered copy and on a copy below an anchor.
     #[test]
     fn walks_from_chosen_heads_are_the_full_walk_restricted() {
-        let words: Vec<Vec<u8>> = (0u32..600)
-            .map(|i| {
-                let len = 1 + (i * 5 % 4) as usize;
-                let mut w: Vec<u8> = (0..len)
-                    .map(|k| b"abcxyz"[((i >> k) % 6) as usize])
-                    .collect();
-                w.insert(0, b" 0az\xff"[(i % 5) as usize]);
-                w
-            })
-            .collect();
+        let lead = |i: u32| Some(b" 0az\xff"[(i % 5) as usize]);
+        let words = toy_words(600, |i| 1 + (i * 5 % 4) as usize, b"abcxyz", lead);
         let trie = trie_of(&words);
-        let step = |s: u32, b: u8| match (s, b) {
-            (3, b'z') => 0,
-            (s, b'z') => s + 1,
-            (s, _) => s,
-        };
+        let step = counting(b'z', 3);
         let left_out = |i: usize| i % 7 == 2;
         let copy = trie.filtered((0, trie.num_nodes(), 0), left_out);
         let anchors = trie.anchors(100);
