@@ -44,7 +44,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{ByteClass, CharClass, ClassSlice};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
-use crate::dfa::{Anchors, Dfa, DfaConfig};
+use crate::dfa::{Anchors, ByteClasses, Dfa, DfaConfig};
 use crate::error::{Error, Result};
 use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
@@ -112,11 +112,11 @@ struct Machine {
     class_bytes: Vec<ByteSet>,
 }
 
-/// The bytes of each of `stride` byte classes, from the map of byte to class.
-fn bytes_by_class(class_of: &[u8; 256], stride: usize) -> Vec<ByteSet> {
-    let mut bytes = vec![ByteSet::EMPTY; stride];
+/// The bytes of each byte class, as sets (one pass over the bytes, not one per class).
+fn bytes_by_class(classes: &ByteClasses) -> Vec<ByteSet> {
+    let mut bytes = vec![ByteSet::EMPTY; classes.num_classes()];
     for b in 0..=255u8 {
-        bytes[usize::from(class_of[usize::from(b)])].insert(b);
+        bytes[usize::from(classes.get(b))].insert(b);
     }
     bytes
 }
@@ -133,7 +133,7 @@ impl Machine {
             unexplored: 0,
             determinizer: None,
             row: Vec::new(),
-            class_bytes: bytes_by_class(dfa.classes().as_map(), dfa.classes().num_classes()),
+            class_bytes: bytes_by_class(dfa.classes()),
         }
     }
 
@@ -146,7 +146,7 @@ impl Machine {
             accepting: Vec::new(),
             explored: Vec::new(),
             unexplored: 0,
-            class_bytes: bytes_by_class(determinizer.classes().as_map(), stride),
+            class_bytes: bytes_by_class(determinizer.classes()),
             determinizer: Some(determinizer),
             row: Vec::new(),
         };

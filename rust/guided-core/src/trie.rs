@@ -189,21 +189,13 @@ impl TokenTrie {
     /// `i` has `pruned(i)` (nodes numbered in preorder, as [`runs`](Self::runs) and
     /// [`anchors`](Self::anchors) give them). The tokens in those subtrees are not reported.
     #[inline]
-    pub fn walk_pruned<P, S, F>(
-        &self,
-        start: u32,
-        dead: u32,
-        mut pruned: P,
-        mut step: S,
-        mut on_token: F,
-    ) where
+    pub fn walk_pruned<P, S, F>(&self, start: u32, dead: u32, pruned: P, step: S, on_token: F)
+    where
         P: FnMut(usize) -> bool,
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        let range = (0, self.nodes.len(), 0);
-        let stack = &mut vec![start; self.max_depth + 1];
-        self.walk_nodes(range, stack, dead, &mut pruned, &mut step, &mut on_token);
+        self.walk_heads(start, dead, &ByteSet::ALL, pruned, step, on_token);
     }
 
     /// Walks the tokens below `anchor` (not the anchor's own) from `start`, the state its path
@@ -246,10 +238,11 @@ impl TokenTrie {
         S: FnMut(u32, u8) -> u32,
         F: FnMut(u32, u32),
     {
-        if *heads == ByteSet::ALL || self.heads.is_empty() {
-            return self.walk_pruned(start, dead, pruned, step, on_token);
-        }
         let stack = &mut vec![start; self.max_depth + 1];
+        if *heads == ByteSet::ALL || self.heads.is_empty() {
+            let range = (0, self.nodes.len(), 0);
+            return self.walk_nodes(range, stack, dead, &mut pruned, &mut step, &mut on_token);
+        }
         for b in heads.iter() {
             let head = self.heads[usize::from(b)];
             if let Some(node) = self.nodes.get(head as usize) {
