@@ -286,17 +286,63 @@ impl MaskCache {
     }
 }
 
-/// [`OneChar::advance`](crate::slice::OneChar::advance) of each state, per slice, as far as asked.
+/// [`OneChar::advance`](crate::slice::OneChar::advance) of each state, per slice, as far as asked,
+/// and how far the chains of those moves reach ([`TokenIndex::slice_reach`]).
 #[derive(Debug, Default)]
 struct SliceMoves {
     /// `to[slice][state]`: the state the slice's characters lead to, or one of the markers.
     to: Vec<Vec<u32>>,
+    /// `reach[slice][state]`: a [`Reach`] packed as `chars | REACH_MIXED`, or `MOVE_UNKNOWN`.
+    reach: Vec<Vec<u32>>,
 }
 
 /// Marks a state whose move on a slice is not known yet.
 const MOVE_UNKNOWN: u32 = u32::MAX;
 /// Marks a state that the slice's characters lead to different states.
 const MOVE_MIXED: u32 = u32::MAX - 1;
+/// Marks a packed [`Reach`] whose chain ends where the characters part ways.
+const REACH_MIXED: u32 = 1 << 31;
+/// How many of a chain's first states are checked for a loop back to them.
+const LOOP_LOOKBACK: usize = 8;
+
+/// How many of a slice's characters a state reads alike in a row: its chain's length before the
+/// chain dies or, with `mixed`, before its characters part ways; capped at the slice's longest
+/// member, past which nothing asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reach {
+    chars: u32,
+    mixed: bool,
+}
+
+/// Where a chain on a slice ends, given the move from its last state: the reach of that state
+/// and its place, or `None` after pushing the next state (see [`TokenIndex::slice_reach`]).
+fn chain_end(path: &mut Vec<u32>, advance: Advance, cap: u32) -> Option<(Reach, usize)> {
+    let at = path.len() - 1;
+    let reach = |chars, mixed| Some((Reach { chars, mixed }, at));
+    match advance {
+        Advance::Mixed => reach(0, true),
+        Advance::To(DEAD) => reach(0, false),
+        // A loop: every state on the path reads every member. Only short loops are looked for;
+        // a longer one outlasts the cap, with the same answer for `state`.
+        Advance::To(t) if path.iter().take(LOOP_LOOKBACK).any(|&s| s == t) => reach(cap, false),
+        Advance::To(t) => {
+            path.push(t);
+            None
+        }
+    }
+}
+
+/// Grows `rows` to hold `index`, new entries `MOVE_UNKNOWN`, and returns the entry.
+fn entry(rows: &mut Vec<Vec<u32>>, slice: usize, index: u32) -> &mut u32 {
+    if rows.len() <= slice {
+        rows.resize_with(slice + 1, Vec::new);
+    }
+    let row = &mut rows[slice];
+    if row.len() <= index as usize {
+        row.resize(index as usize + 1, MOVE_UNKNOWN);
+    }
+    &mut row[index as usize]
+}
 
 impl SliceMoves {
     fn get(&self, slice: usize, state: u32) -> Option<Advance> {
@@ -308,21 +354,30 @@ impl SliceMoves {
     }
 
     fn set(&mut self, slice: usize, state: u32, advance: Advance) {
-        if self.to.len() <= slice {
-            self.to.resize_with(slice + 1, Vec::new);
-        }
-        let row = &mut self.to[slice];
-        if row.len() <= state as usize {
-            row.resize(state as usize + 1, MOVE_UNKNOWN);
-        }
-        row[state as usize] = match advance {
+        *entry(&mut self.to, slice, state) = match advance {
             Advance::Mixed => MOVE_MIXED,
             Advance::To(t) => t,
         };
     }
 
+    fn reach(&self, slice: usize, state: u32) -> Option<Reach> {
+        match *self.reach.get(slice)?.get(state as usize)? {
+            MOVE_UNKNOWN => None,
+            packed => Some(Reach {
+                chars: packed & !REACH_MIXED,
+                mixed: packed & REACH_MIXED != 0,
+            }),
+        }
+    }
+
+    fn set_reach(&mut self, slice: usize, state: u32, reach: Reach) {
+        let mixed = if reach.mixed { REACH_MIXED } else { 0 };
+        *entry(&mut self.reach, slice, state) = reach.chars | mixed;
+    }
+
     fn memory_bytes(&self) -> usize {
-        self.to.iter().map(|row| row.capacity() * 4).sum()
+        let rows = self.to.iter().chain(&self.reach);
+        rows.map(|row| row.capacity() * 4).sum()
     }
 }
 
@@ -865,48 +920,94 @@ impl TokenIndex {
     }
 
     /// The first slice whose characters `state` reads alike all the way (see [`crate::slice`]),
-    /// with how many of them it may take: the chain of states they lead through is followed
-    /// until it dies, comes back on itself, or outlasts the slice's longest member. A chain on
-    /// which the characters part ways leaves the slice out.
-    ///
-    /// The chain is followed [`DENSE_CHARS`] steps at most: every step builds a state and the
-    /// states inside its multi-byte characters, and a string with `maxLength: 300` would
-    /// otherwise build them all for its first mask. The few longer members are walked instead.
+    /// with how many of them it may take ([`slice_reach`](Self::slice_reach)). A chain on which
+    /// the characters part ways before [`DENSE_CHARS`] steps leaves the slice out; one on which
+    /// they part ways later takes the members up to there and walks the longer ones.
     fn slice_fit(&self, state: u32) -> Result<Option<Shortcut>> {
-        'slices: for (i, slice) in self.tries.slices().iter().enumerate() {
-            let mut chain = vec![state];
-            let steps = slice.max_chars().min(DENSE_CHARS);
-            while chain.len() <= steps {
-                let last = chain[chain.len() - 1];
-                match self.slice_move(i, last)? {
-                    Advance::Mixed => continue 'slices,
-                    Advance::To(DEAD) => {
-                        return Ok(Some(Shortcut::Slice {
-                            slice: i,
-                            chars: chain.len() - 1,
-                            walk_long: false,
-                        }));
-                    }
-                    // A loop: every member fits.
-                    Advance::To(t) if chain.contains(&t) => {
-                        return Ok(Some(Shortcut::Slice {
-                            slice: i,
-                            chars: usize::MAX,
-                            walk_long: false,
-                        }));
-                    }
-                    Advance::To(t) => chain.push(t),
-                }
+        for i in 0..self.tries.slices().len() {
+            let reach = self.slice_reach(i, state)?;
+            let chars = reach.chars as usize;
+            if !reach.mixed {
+                return Ok(Some(Shortcut::Slice {
+                    slice: i,
+                    chars,
+                    walk_long: false,
+                }));
             }
-            // Alive for `steps` characters: the members that long fit, and longer ones (if the
-            // slice has any) are walked.
-            return Ok(Some(Shortcut::Slice {
-                slice: i,
-                chars: steps,
-                walk_long: slice.max_chars() > steps,
-            }));
+            if chars >= DENSE_CHARS {
+                return Ok(Some(Shortcut::Slice {
+                    slice: i,
+                    chars,
+                    walk_long: true,
+                }));
+            }
         }
         Ok(None)
+    }
+
+    /// How far `state`'s chain on a slice's characters reaches ([`Reach`]). The chain is
+    /// followed until it dies, parts ways, comes back on itself (every member fits), meets a
+    /// state whose reach is known, or outlasts the slice's longest member; the reach of every
+    /// state on it is kept, so the states of a counted string, met one after another, each pay
+    /// for one step.
+    ///
+    /// Following a chain builds its states and the states inside its multi-byte characters:
+    /// for a string with `maxLength: 300`, as many counts as the longest member has characters
+    /// (128 in the large vocabularies), which the walk of those members built anyway.
+    fn slice_reach(&self, slice: usize, state: u32) -> Result<Reach> {
+        let cap = self.tries.slices()[slice].max_chars() as u32;
+        let unmixed = |chars| Reach {
+            chars,
+            mixed: false,
+        };
+        // The chain from `state` so far, and once it stops, the reach of its entry `at` (which
+        // may be one past its end: a state whose reach was known).
+        let mut path = vec![state];
+        let (reach_at, at) = 'chain: loop {
+            // Moves already known are followed under one lock; the first unknown one below.
+            let unknown = {
+                let moves = read(&self.moves);
+                loop {
+                    let last = path[path.len() - 1];
+                    if let Some(known) = moves.reach(slice, last) {
+                        path.pop();
+                        break 'chain (known, path.len());
+                    }
+                    if path.len() > cap as usize {
+                        // `state` reads every member; nothing is known about the states after it.
+                        path.truncate(1);
+                        break 'chain (unmixed(cap), 0);
+                    }
+                    match moves.get(slice, last) {
+                        Some(advance) => match chain_end(&mut path, advance, cap) {
+                            Some(end) => break 'chain end,
+                            None => continue,
+                        },
+                        None => break last,
+                    }
+                }
+            };
+            let advance = self.slice_move(slice, unknown)?;
+            if let Some(end) = chain_end(&mut path, advance, cap) {
+                break end;
+            }
+        };
+        let mut moves = write(&self.moves);
+        let mut first = reach_at;
+        for (k, &s) in path.iter().enumerate().rev() {
+            let chars = reach_at.chars + (at - k) as u32;
+            let reach = if chars >= cap {
+                unmixed(cap)
+            } else {
+                Reach {
+                    chars,
+                    mixed: reach_at.mixed,
+                }
+            };
+            moves.set_reach(slice, s, reach);
+            first = reach;
+        }
+        Ok(first)
     }
 
     /// The class slices that fit `state` (see [`crate::class_slice`]): one over the whole trie
@@ -1353,6 +1454,58 @@ mod tests {
         for pattern in patterns {
             for lazy in [false, true] {
                 assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 3);
+            }
+        }
+    }
+
+    /// How far a state's chain reaches is kept for the states after it (`slice_reach`): masks
+    /// asked from the end of a counted run back to its start, so that each chain stops at a
+    /// state whose reach is known, equal those asked in order and brute force. The runs are
+    /// longer than the longest member (the chain is cut there), part ways past `DENSE_CHARS`
+    /// characters (the longer members are walked), or loop.
+    #[test]
+    fn chains_followed_from_known_reaches_equal_brute_force() {
+        let mut words: Vec<String> = ["a", "b", "\"", "é", "\n", "ab", "x"]
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        for n in [3, 7, 15, 16, 17, 18, 19, 21, 30] {
+            words.push("ab".repeat(n)[..n].to_string());
+        }
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let id = |text: &str| tokens.iter().position(|&t| t == text).unwrap() as i64;
+        let (a, quote) = (id("a"), id("\""));
+        let patterns = [
+            r#""[^"\\]{0,50}""#,
+            r".{20}a.{0,45}",
+            r"(?:[ab]|é){3,40}x?",
+            r"a{0,35}(?:b.*)?",
+        ];
+        for pattern in patterns {
+            for lazy in [false, true] {
+                let idx = index(pattern, &v, lazy);
+                // Into the string first, then `a` after `a`.
+                let open = pattern.starts_with('"').then_some((quote, "\""));
+                let steps = open.into_iter().chain(std::iter::repeat_n((a, "a"), 44));
+                let mut states = vec![(idx.initial_state(), String::new())];
+                for (token, piece) in steps {
+                    let (last, text) = &states[states.len() - 1];
+                    let next = idx.next_state(*last, token).unwrap();
+                    if next == DEAD {
+                        break;
+                    }
+                    let text = format!("{text}{piece}");
+                    states.push((next, text));
+                }
+                assert!(states.len() > 30, "{pattern}: {} states", states.len());
+                for (state, text) in states.iter().rev() {
+                    assert_eq!(
+                        idx.mask(*state).unwrap().ids(),
+                        brute(pattern, &v, text),
+                        "{pattern} after {text:?}"
+                    );
+                }
             }
         }
     }
