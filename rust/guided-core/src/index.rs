@@ -1458,6 +1458,51 @@ mod tests {
         }
     }
 
+    /// Tokens that end part-way through a character count it among a slice's characters when
+    /// every completion of it is in the slice (`0xC3`, `0xE4 0xB8`), and are walked otherwise
+    /// (`0xC2` may become a control, `0xE2 0x80` a line separator): in counted runs, at the end
+    /// of a run where only a character outside the slice leads on, and in JSON strings.
+    #[test]
+    fn cut_characters_in_counted_runs_equal_brute_force() {
+        let mut tokens: Vec<Vec<u8>> = ["a", "b", "ab", "\"", "x", "é", "中", "\u{85}", "\u{2028}"]
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect();
+        let cut: [&[u8]; 13] = [
+            &[0xC3],
+            &[0xC2],
+            b"a\xE4",
+            &[0xE4, 0xB8],
+            b"ab\xE4\xB8",
+            &[0xE2],
+            &[0xE2, 0x80],
+            &[0xE2, 0x82],
+            &[0xED],
+            &[0xF0, 0x9F],
+            b"ab\xF0",
+            &[0xF4, 0x8F, 0xBF],
+            b"\"\xC3",
+        ];
+        tokens.extend(cut.iter().map(|t| t.to_vec()));
+        let eos = tokens.len() as u32;
+        let mut all: Vec<Option<Vec<u8>>> = tokens.into_iter().map(Some).collect();
+        all.push(None);
+        let v = Arc::new(Vocabulary::new(all, vec![eos], None).expect("vocabulary"));
+        let patterns = [
+            r#""[^"\\]{0,3}""#,
+            r#""(?:[^"\\]|\\.){1,4}""#,
+            r".{0,3}",
+            r"[a-z]{0,2}(?:\x85|\u2028)",
+            r"[a-zé中]{0,3}\u2028?",
+            r"(?:.|\x85){2,4}",
+        ];
+        for pattern in patterns {
+            for lazy in [false, true] {
+                assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 4);
+            }
+        }
+    }
+
     /// How far a state's chain reaches is kept for the states after it (`slice_reach`): masks
     /// asked from the end of a counted run back to its start, so that each chain stops at a
     /// state whose reach is known, equal those asked in order and brute force. The runs are
