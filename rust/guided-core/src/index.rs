@@ -386,11 +386,14 @@ impl SliceMoves {
 enum Shortcut {
     /// A fixed slice: the members of at most `chars` characters come from it in one union, and
     /// the rest of the vocabulary from a walk of its trie; with `walk_long`, the members longer
-    /// than [`DENSE_CHARS`] are walked one by one.
+    /// than [`DENSE_CHARS`] are walked one by one. With a `chain` (the states its characters
+    /// lead through, `chain[n]` after `n` of them, up to where the chain dies), the rest is
+    /// walked from where each token leaves the slice ([`Slice::leaving`](crate::slice::Slice::leaving)).
     Slice {
         slice: usize,
         chars: usize,
         walk_long: bool,
+        chain: Vec<u32>,
     },
     /// Class slices: the trie less its anchors' subtrees takes `root` (or is walked in full
     /// without one), and each anchor the state's path through it keeps alive takes its own part.
@@ -847,12 +850,14 @@ impl TokenIndex {
         let mut trie = self.tries.full();
         match fit {
             None => {}
-            Some(&Shortcut::Slice {
+            Some(Shortcut::Slice {
                 slice,
                 chars,
                 walk_long,
+                chain,
             }) => {
-                let slice = &self.tries.slices()[slice];
+                let (chars, walk_long) = (*chars, *walk_long);
+                let slice = &self.tries.slices()[*slice];
                 slice.add_members_within(chars, set);
                 if walk_long {
                     let no_pruning = |_| false;
@@ -867,6 +872,27 @@ impl TokenIndex {
                             visit(id, next);
                         },
                     );
+                }
+                if !chain.is_empty() {
+                    // The slice's characters lead along the chain, so a token's first `n` of
+                    // them cost no steps; a token that starts with more than the chain reads
+                    // dies in them.
+                    for (n, leaving) in slice.leaving() {
+                        let Some(&at) = chain.get(*n) else { break };
+                        let no_pruning = |_| false;
+                        leaving.walk_heads(
+                            at,
+                            DEAD,
+                            &ByteSet::ALL,
+                            no_pruning,
+                            &mut step,
+                            |id, next| {
+                                set.insert(id);
+                                visit(id, next);
+                            },
+                        );
+                    }
+                    return;
                 }
                 trie = slice.rest();
             }
@@ -932,6 +958,7 @@ impl TokenIndex {
                     slice: i,
                     chars,
                     walk_long: false,
+                    chain: self.slice_chain(i, state, chars),
                 }));
             }
             if chars >= DENSE_CHARS {
@@ -939,10 +966,34 @@ impl TokenIndex {
                     slice: i,
                     chars,
                     walk_long: true,
+                    chain: Vec::new(),
                 }));
             }
         }
         Ok(None)
+    }
+
+    /// The states a slice's characters lead through from `state`, `chars` of them and the
+    /// state where they end, as far as [`Slice::leaving`](crate::slice::Slice::leaving) needs
+    /// them: empty where the chain's end is not known (it was cut at the slice's longest member,
+    /// or loops), and the rest of the vocabulary is walked from `state` instead.
+    fn slice_chain(&self, slice: usize, state: u32, chars: usize) -> Vec<u32> {
+        let of = &self.tries.slices()[slice];
+        if chars >= of.max_chars() {
+            return Vec::new();
+        }
+        let longest = of.leaving().last().map_or(0, |&(n, _)| n);
+        let moves = read(&self.moves);
+        let mut chain = Vec::with_capacity(chars.min(longest) + 1);
+        chain.push(state);
+        while chain.len() <= chars.min(longest) {
+            match moves.get(slice, chain[chain.len() - 1]) {
+                Some(Advance::To(t)) if t != DEAD => chain.push(t),
+                // Every move up to `chars` was followed to find the reach.
+                _ => return Vec::new(),
+            }
+        }
+        chain
     }
 
     /// How far `state`'s chain on a slice's characters reaches ([`Reach`]). The chain is

@@ -236,6 +236,22 @@ fn completions(cut: &[u8]) -> ClassSet {
         .difference(&ClassSet::range(0xD800, 0xDFFF))
 }
 
+/// How many whole characters of `chars` a token starts with, and the byte where they end.
+fn leading_chars(bytes: &[u8], chars: &ClassSet) -> (usize, usize) {
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    let mut n = 0;
+    for (at, c) in valid.char_indices() {
+        if !chars.contains(c as u32) {
+            return (n, at);
+        }
+        n += 1;
+    }
+    (n, valid.len())
+}
+
 /// One slice: a character set, the tokens spelled entirely from it, and a trie of the rest.
 #[derive(Debug)]
 pub struct Slice {
@@ -250,6 +266,9 @@ pub struct Slice {
     long_trie: TokenTrie,
     max_chars: usize,
     rest: TokenTrie,
+    /// The rest again, cut where each token leaves the slice: `(n, trie)` holds, for the tokens
+    /// that start with `n` whole characters of the slice, the bytes from there on; by `n`.
+    leaving: Vec<(usize, TokenTrie)>,
 }
 
 impl Slice {
@@ -279,6 +298,20 @@ impl Slice {
                 None => rest.push((id, bytes)),
             }
         }
+        let mut cut: Vec<Vec<(u32, &[u8])>> = Vec::new();
+        for &(id, bytes) in &rest {
+            let (n, at) = leading_chars(bytes, &chars);
+            if cut.len() <= n {
+                cut.resize_with(n + 1, Vec::new);
+            }
+            cut[n].push((id, &bytes[at..]));
+        }
+        let leaving = cut
+            .into_iter()
+            .enumerate()
+            .filter(|(_, tokens)| !tokens.is_empty())
+            .map(|(n, tokens)| (n, TokenTrie::new(tokens)))
+            .collect();
         for n in 1..within.len() {
             let (shorter, this) = within.split_at_mut(n);
             this[0].union_with(&shorter[n - 1]);
@@ -297,6 +330,7 @@ impl Slice {
             long_trie,
             max_chars,
             rest: TokenTrie::new(rest),
+            leaving,
         })
     }
 
@@ -337,6 +371,14 @@ impl Slice {
         &self.rest
     }
 
+    /// The other tokens by where they leave the slice: `(n, trie)` holds the tokens that start
+    /// with `n` whole characters of the slice and, as a trie, their bytes after those; by `n`.
+    /// From a state whose chain reads `n` characters to `q`, such a token is allowed exactly when
+    /// its bytes after the `n` survive from `q`.
+    pub fn leaving(&self) -> &[(usize, TokenTrie)] {
+        &self.leaving
+    }
+
     /// Where the slice's characters lie among bytes ([`OneChar`]).
     pub fn chars(&self) -> &OneChar {
         &self.one_char
@@ -352,6 +394,11 @@ impl Slice {
             + self.long.capacity() * 8
             + self.long_trie.memory_bytes()
             + self.rest.memory_bytes()
+            + self
+                .leaving
+                .iter()
+                .map(|(_, trie)| trie.memory_bytes())
+                .sum::<usize>()
             + self.one_char.memory_bytes()
     }
 }
