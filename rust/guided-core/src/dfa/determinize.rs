@@ -127,9 +127,11 @@ pub struct Determinizer {
     overflow: Option<u32>,
     /// The call stacks met so far (only ever the empty one without rules).
     stacks: Stacks,
-    /// Per embedded automaton, the automaton's class of each of this construction's classes
-    /// (which refine the automaton's, see [`Determinizer::new`]).
-    class_maps: Vec<Vec<u8>>,
+    /// Per embedded automaton and per class of the automaton, this construction's classes
+    /// within it (they refine the automaton's, see [`Determinizer::new`]): a row steps an
+    /// embedded state once per class of its own, a few where the construction may have a
+    /// hundred.
+    class_groups: Vec<Vec<Vec<u8>>>,
 }
 
 impl Determinizer {
@@ -170,16 +172,16 @@ impl Determinizer {
             builder.add_partition(automaton.classes());
         }
         let classes = builder.build();
-        let class_maps = nfa
+        let class_groups = nfa
             .automata()
             .iter()
             .map(|automaton| {
                 let theirs = automaton.classes();
-                classes
-                    .representatives()
-                    .iter()
-                    .map(|&b| theirs.get(b))
-                    .collect()
+                let mut groups = vec![Vec::new(); theirs.num_classes()];
+                for (ours, &b) in classes.representatives().iter().enumerate() {
+                    groups[usize::from(theirs.get(b))].push(ours as u8);
+                }
+                groups
             })
             .collect();
         let n = nfa.len();
@@ -202,7 +204,7 @@ impl Determinizer {
             live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
             overflow: None,
             stacks: Stacks::new(max_call_depth),
-            class_maps,
+            class_groups,
             nfa,
         };
         let dead: Arc<[Entry]> = Arc::from(Vec::new());
@@ -294,9 +296,13 @@ impl Determinizer {
                 Node::Stored(State::Sparse(ts)) => ts,
                 Node::Stored(_) => continue,
                 Node::Embedded(e) => {
-                    let map = &self.class_maps[e.at.automaton as usize];
-                    for (c, &theirs) in map.iter().enumerate() {
-                        self.targets[c].extend(e.next_class(theirs).map(|t| entry(t, under)));
+                    let groups = &self.class_groups[e.at.automaton as usize];
+                    for (theirs, ours) in groups.iter().enumerate() {
+                        if let Some(t) = e.next_class(theirs as u8) {
+                            for &c in ours {
+                                self.targets[usize::from(c)].push(entry(t, under));
+                            }
+                        }
                     }
                     continue;
                 }
@@ -311,11 +317,10 @@ impl Determinizer {
         self.memo.clear();
         let mut prev: Option<(usize, u32)> = None;
         for (c, slot) in row.iter_mut().enumerate() {
-            let mut list = std::mem::take(&mut self.targets[c]);
-            if list.is_empty() {
-                self.targets[c] = list;
+            if self.targets[c].is_empty() {
                 continue;
             }
+            let mut list = std::mem::take(&mut self.targets[c]);
             list.sort_unstable();
             list.dedup();
             // Neighbouring classes usually agree, so compare with the last one before hashing.
