@@ -36,10 +36,10 @@
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
 //! string, about a million nodes at 200k tokens).
 
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::FxHashMap;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{ByteClass, CharClass, ClassSlice};
@@ -246,6 +246,7 @@ struct MaskCache {
     of_state: Vec<u32>,
     masks: Vec<Arc<Mask>>,
     by_hash: FxHashMap<u64, Vec<u32>>,
+    hasher: foldhash::fast::FixedState,
     bytes: usize,
 }
 
@@ -260,8 +261,10 @@ impl MaskCache {
             return existing;
         }
         // Hashed and compared in compact form: a sparse mask (a digit state's ten tokens) is a
-        // few ids to hash and compare, not the whole vocabulary's words.
-        let mut hasher = FxHasher::default();
+        // few ids to hash and compare, not the whole vocabulary's words. A dense mask is 25 KB
+        // at 200k tokens, which `FxHasher` reads eight bytes at a time on one dependent chain;
+        // foldhash reads long inputs in independent lanes, several times faster.
+        let mut hasher = self.hasher.build_hasher();
         match &mask {
             Mask::Dense(set) => set.words().hash(&mut hasher),
             Mask::Sparse { ids, .. } => ids.hash(&mut hasher),
