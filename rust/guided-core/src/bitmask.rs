@@ -109,7 +109,9 @@ impl TokenSet {
 /// for it would make an index of many such states far larger than it needs to be).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mask {
-    /// One bit per token.
+    /// One bit per token. [`Mask::from_set`] keeps this form only for a set of at least a
+    /// quarter as many ids as words, and [`MaskBuilder`] relies on that: a set it adds in this
+    /// form is known to finish dense without counting it.
     Dense(TokenSet),
     /// The allowed ids, ascending.
     Sparse {
@@ -229,6 +231,10 @@ pub struct MaskBuilder {
     most: usize,
     /// Past this many, an id taken one by one moves the list to packed words.
     listed: usize,
+    /// Whether a dense [`Mask`] was added, so the set is past the bound and finishes dense
+    /// without the count [`Mask::from_set`] makes (a digit state's thousand numbers spread
+    /// over the vocabulary cost that count a few chunks of words before it gives up).
+    dense: bool,
 }
 
 impl MaskBuilder {
@@ -243,6 +249,7 @@ impl MaskBuilder {
             vocab_size,
             most,
             listed: LISTED_IDS.min(most),
+            dense: false,
         }
     }
 
@@ -251,6 +258,7 @@ impl MaskBuilder {
         self.ids.clear();
         self.words = None;
         self.listed = LISTED_IDS.min(self.most);
+        self.dense = false;
     }
 
     /// Adds `id`; ids at or beyond the vocabulary size are ignored.
@@ -271,7 +279,10 @@ impl MaskBuilder {
     /// Adds every id of `mask` (which must range over the same vocabulary size).
     pub fn add_mask(&mut self, mask: &Mask) {
         match mask {
-            Mask::Dense(set) => self.add_set(set),
+            Mask::Dense(set) => {
+                self.add_set(set);
+                self.dense = true;
+            }
             Mask::Sparse { ids, .. } => {
                 if self.words.is_none() && self.ids.len() + ids.len() <= self.most {
                     self.ids.extend_from_slice(ids);
@@ -301,6 +312,7 @@ impl MaskBuilder {
     /// The finished mask, in the form [`Mask::from_set`] gives the same set.
     pub fn finish(self) -> Mask {
         match self.words {
+            Some(words) if self.dense => Mask::Dense(words),
             Some(words) => Mask::from_set(words),
             None => {
                 let mut ids = self.ids;

@@ -39,7 +39,7 @@
 
 use std::sync::Arc;
 
-use crate::bitmask::{MaskBuilder, TokenSet};
+use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{CharClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
 use crate::error::Result;
@@ -257,9 +257,10 @@ fn leading_chars(bytes: &[u8], chars: &ClassSet) -> (usize, usize) {
 pub struct Slice {
     name: &'static str,
     one_char: OneChar,
-    members: TokenSet,
-    /// `within[n]`: the members of at most `n` characters, for `n <= DENSE_CHARS`.
-    within: Vec<TokenSet>,
+    members: Mask,
+    /// `within[n]`: the members of at most `n` characters, for `n <= DENSE_CHARS`, in the
+    /// compact form a mask builder takes without counting them again.
+    within: Vec<Mask>,
     /// Members longer than [`DENSE_CHARS`] characters: `(characters, id)`, sorted.
     long: Vec<(u32, u32)>,
     /// The same members as a trie, for a walk.
@@ -316,6 +317,7 @@ impl Slice {
             let (shorter, this) = within.split_at_mut(n);
             this[0].union_with(&shorter[n - 1]);
         }
+        let within = within.into_iter().map(Mask::from_set).collect();
         long.sort_unstable();
         let long_trie = TokenTrie::new(
             long.iter()
@@ -324,7 +326,7 @@ impl Slice {
         Ok(Slice {
             name,
             one_char,
-            members,
+            members: Mask::from_set(members),
             within,
             long,
             long_trie,
@@ -340,7 +342,7 @@ impl Slice {
     }
 
     /// Tokens spelled entirely from the slice's characters.
-    pub fn members(&self) -> &TokenSet {
+    pub fn members(&self) -> &Mask {
         &self.members
     }
 
@@ -352,10 +354,10 @@ impl Slice {
     /// Adds to `set` the members of at most `chars` characters.
     pub fn add_members_within(&self, chars: usize, set: &mut MaskBuilder) {
         if chars >= self.max_chars {
-            set.add_set(&self.members);
+            set.add_mask(&self.members);
             return;
         }
-        set.add_set(&self.within[chars.min(DENSE_CHARS)]);
+        set.add_mask(&self.within[chars.min(DENSE_CHARS)]);
         for &(_, id) in self.long.iter().take_while(|&&(n, _)| n as usize <= chars) {
             set.insert(id);
         }
@@ -386,11 +388,7 @@ impl Slice {
 
     fn memory_bytes(&self) -> usize {
         self.members.memory_bytes()
-            + self
-                .within
-                .iter()
-                .map(TokenSet::memory_bytes)
-                .sum::<usize>()
+            + self.within.iter().map(Mask::memory_bytes).sum::<usize>()
             + self.long.capacity() * 8
             + self.long_trie.memory_bytes()
             + self.rest.memory_bytes()
@@ -508,7 +506,7 @@ mod tests {
         // A cut character is one more when all its completions are members (0xC3 begins
         // U+00C0..U+00FF, 0xE4 0xB8 U+4E00..U+4E3F) and left to the walk when one is not
         // (0xC2 begins U+0080..U+00BF, controls among them).
-        assert_eq!(json.members().iter().collect::<Vec<_>>(), vec![0, 2, 3, 7]);
+        assert_eq!(json.members().ids(), vec![0, 2, 3, 7]);
         assert_eq!(
             json.rest().num_nodes(),
             5,
@@ -516,10 +514,7 @@ mod tests {
         );
         assert_eq!(json.max_chars(), 2);
         let printable = &tries.slices()[0];
-        assert_eq!(
-            printable.members().iter().collect::<Vec<_>>(),
-            vec![0, 1, 2, 3, 7]
-        );
+        assert_eq!(printable.members().ids(), vec![0, 1, 2, 3, 7]);
     }
 
     /// Every byte its own class: the representatives are every live byte.
