@@ -110,10 +110,17 @@ impl OneChar {
     /// tens of steps per state instead of 256.
     pub fn representatives(&self, class_of: &[u8; 256]) -> Representatives {
         let u = &self.dfa;
+        // Bytes in one class of both automata move alike from every state of each, so only the
+        // first byte of each such pair is tried: tens of bytes per state, not 256 each checked
+        // against the pairs found so far.
+        let mut pairs = rustc_hash::FxHashSet::default();
+        let firsts: Vec<u8> = (0..=255u8)
+            .filter(|&b| pairs.insert((class_of[b as usize], u.classes().get(b))))
+            .collect();
         (0..u.num_states() as u32)
             .map(|us| {
                 let mut reps: Vec<(u8, u32)> = Vec::new();
-                for b in 0..=255u8 {
+                for &b in &firsts {
                     let un = u.next_state(us, b);
                     let class = class_of[b as usize];
                     if un != u.dead()
