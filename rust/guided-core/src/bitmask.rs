@@ -296,7 +296,17 @@ impl MaskBuilder {
 
     /// Adds every id of `set` (which must range over the same vocabulary size).
     pub fn add_set(&mut self, set: &TokenSet) {
-        self.pack().union_with(set);
+        match &mut self.words {
+            Some(words) => words.union_with(set),
+            // The first set is copied with the listed ids put in after it: one pass over the
+            // words rather than clearing them and merging into them (a string state's mask is
+            // most of the vocabulary, 19 KB at 150k tokens).
+            None => {
+                let mut words = set.clone();
+                self.ids.drain(..).for_each(|id| words.insert(id));
+                self.words = Some(words);
+            }
+        }
     }
 
     /// The packed words, made from the list if they are not yet.
