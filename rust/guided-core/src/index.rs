@@ -961,7 +961,7 @@ impl TokenIndex {
                     slice: i,
                     chars,
                     walk_long: false,
-                    chain: self.slice_chain(i, state, chars),
+                    chain: self.slice_chain(i, state, chars)?,
                 }));
             }
             if chars >= DENSE_CHARS {
@@ -976,27 +976,38 @@ impl TokenIndex {
         Ok(None)
     }
 
-    /// The states a slice's characters lead through from `state`, `chars` of them and the
-    /// state where they end, as far as [`Slice::leaving`](crate::slice::Slice::leaving) needs
-    /// them: empty where the chain's end is not known (it was cut at the slice's longest member,
-    /// or loops), and the rest of the vocabulary is walked from `state` instead.
-    fn slice_chain(&self, slice: usize, state: u32, chars: usize) -> Vec<u32> {
+    /// The states a slice's characters lead through from `state`, as far as
+    /// [`Slice::leaving`](crate::slice::Slice::leaving) needs them: `chars` of them and the state
+    /// where they end, or where the chain dies; empty where it parts ways before (a chain that
+    /// was cut at the slice's longest member, and then followed on) and the rest of the
+    /// vocabulary is walked from `state` instead.
+    ///
+    /// A chain cut at the longest member (inside a string of `maxLength: 300`, or a free one,
+    /// which loops) is followed on as far as the longest run of slice characters that starts
+    /// another token: after the first of a string's states, each of those moves is known.
+    fn slice_chain(&self, slice: usize, state: u32, chars: usize) -> Result<Vec<u32>> {
         let of = &self.tries.slices()[slice];
-        if chars >= of.max_chars() {
-            return Vec::new();
-        }
         let longest = of.leaving().last().map_or(0, |&(n, _)| n);
-        let moves = read(&self.moves);
-        let mut chain = Vec::with_capacity(chars.min(longest) + 1);
+        let cut = chars >= of.max_chars();
+        let wanted = if cut { longest } else { chars.min(longest) };
+        let mut chain = Vec::with_capacity(wanted + 1);
         chain.push(state);
-        while chain.len() <= chars.min(longest) {
-            match moves.get(slice, chain[chain.len() - 1]) {
-                Some(Advance::To(t)) if t != DEAD => chain.push(t),
-                // Every move up to `chars` was followed to find the reach.
-                _ => return Vec::new(),
+        while chain.len() <= wanted {
+            let last = chain[chain.len() - 1];
+            let known = read(&self.moves).get(slice, last);
+            let advance = match known {
+                Some(advance) => advance,
+                None => self.slice_move(slice, last)?,
+            };
+            match advance {
+                Advance::To(t) if t != DEAD => chain.push(t),
+                // Up to `chars` every move was followed to find the reach, and leads on; past
+                // the cut, a chain that dies ends there (a token reading further dies with it).
+                Advance::To(_) if cut => break,
+                _ => return Ok(Vec::new()),
             }
         }
-        chain
+        Ok(chain)
     }
 
     /// How far `state`'s chain on a slice's characters reaches ([`Reach`]). The chain is
@@ -1560,8 +1571,9 @@ mod tests {
     /// How far a state's chain reaches is kept for the states after it (`slice_reach`): masks
     /// asked from the end of a counted run back to its start, so that each chain stops at a
     /// state whose reach is known, equal those asked in order and brute force. The runs are
-    /// longer than the longest member (the chain is cut there), part ways past `DENSE_CHARS`
-    /// characters (the longer members are walked), or loop.
+    /// longer than the longest member (the chain is cut there, and followed on for the tokens
+    /// that leave the slice later), part ways past `DENSE_CHARS` characters (the longer members
+    /// are walked), or loop.
     #[test]
     fn chains_followed_from_known_reaches_equal_brute_force() {
         let mut words: Vec<String> = ["a", "b", "\"", "é", "\n", "ab", "x"]
@@ -1570,6 +1582,13 @@ mod tests {
             .collect();
         for n in [3, 7, 15, 16, 17, 18, 19, 21, 30] {
             words.push("ab".repeat(n)[..n].to_string());
+        }
+        // Tokens that leave the slice after a run of its characters, some after more of them
+        // than the longest member spells: past the cut, the chain is followed on for them.
+        for n in [2, 9, 29, 33, 45] {
+            let run = "ab".repeat(n)[..n].to_string();
+            words.push(format!("{run}\""));
+            words.push(format!("{run}\nx"));
         }
         let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
         let v = vocab(&tokens, tokens.len() as u32);
