@@ -993,13 +993,7 @@ impl TokenIndex {
         let mut chain = Vec::with_capacity(wanted + 1);
         chain.push(state);
         while chain.len() <= wanted {
-            let last = chain[chain.len() - 1];
-            let known = read(&self.moves).get(slice, last);
-            let advance = match known {
-                Some(advance) => advance,
-                None => self.slice_move(slice, last)?,
-            };
-            match advance {
+            match self.slice_move(slice, chain[chain.len() - 1])? {
                 Advance::To(t) if t != DEAD => chain.push(t),
                 // Up to `chars` every move was followed to find the reach, and leads on; past
                 // the cut, a chain that dies ends there (a token reading further dies with it).

@@ -39,6 +39,8 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashSet;
+
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{CharClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
@@ -113,7 +115,7 @@ impl OneChar {
         // Bytes in one class of both automata move alike from every state of each, so only the
         // first byte of each such pair is tried: tens of bytes per state, not 256 each checked
         // against the pairs found so far.
-        let mut pairs = rustc_hash::FxHashSet::default();
+        let mut pairs = FxHashSet::default();
         let firsts: Vec<u8> = (0..=255u8)
             .filter(|&b| pairs.insert((class_of[b as usize], u.classes().get(b))))
             .collect();
