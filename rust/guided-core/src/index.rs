@@ -1510,11 +1510,7 @@ mod tests {
             r".{16,17}x|.{30,41}",
             r"(?:a|b|é){0,60}",
         ];
-        for pattern in patterns {
-            for lazy in [false, true] {
-                assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 3);
-            }
-        }
+        assert_patterns_equal_brute_force(&patterns, &v, 3);
     }
 
     /// Tokens that end part-way through a character count it among a slice's characters when
@@ -1555,11 +1551,7 @@ mod tests {
             r"[a-zé中]{0,3}\u2028?",
             r"(?:.|\x85){2,4}",
         ];
-        for pattern in patterns {
-            for lazy in [false, true] {
-                assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 4);
-            }
-        }
+        assert_patterns_equal_brute_force(&patterns, &v, 4);
     }
 
     /// How far a state's chain reaches is kept for the states after it (`slice_reach`): masks
@@ -1618,6 +1610,15 @@ mod tests {
                         "{pattern} after {text:?}"
                     );
                 }
+            }
+        }
+    }
+
+    /// [`assert_masks_equal_brute_force`] for each pattern, built lazily and in full.
+    fn assert_patterns_equal_brute_force(patterns: &[&str], v: &Arc<Vocabulary>, depth: usize) {
+        for pattern in patterns {
+            for lazy in [false, true] {
+                assert_masks_equal_brute_force(&index(pattern, v, lazy), pattern, v, depth);
             }
         }
     }
@@ -1769,11 +1770,7 @@ mod tests {
             // Past ASCII the characters lead elsewhere than the letters do.
             r"(?:[a-z<]{1,4}|[^\x00-\x7f]{1,9})=",
         ];
-        for pattern in patterns {
-            for lazy in [false, true] {
-                assert_masks_equal_brute_force(&index(pattern, &v, lazy), pattern, &v, 3);
-            }
-        }
+        assert_patterns_equal_brute_force(&patterns, &v, 3);
     }
 
     /// On a grammar (a pushdown automaton, where a class's strings part ways into keyword
