@@ -42,7 +42,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
-use crate::class_slice::{ByteClass, CharClass, ClassSlice};
+use crate::class_slice::{ByteClass, CharClass, ClassSlice, MIN_CLASS_BYTES};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, ByteClasses, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -1118,6 +1118,21 @@ impl TokenIndex {
     /// all lead on alike from `state`, and then without them.
     fn class_fit(&self, state: u32, anchor: Option<usize>) -> Option<ClassFit> {
         let groups = &self.ascii_groups;
+        // Both candidate classes are made of bytes alive from `state`, and a class needs
+        // [`MIN_CLASS_BYTES`] of them: most states inside a literal have one, and find that out
+        // here without the searches below.
+        let alive = self.stepping(|step| {
+            let mut alive = 0u128;
+            for &(rep, bytes) in groups {
+                if step(state, rep)? != DEAD {
+                    alive |= bytes;
+                }
+            }
+            Some(alive)
+        })?;
+        if alive.count_ones() < MIN_CLASS_BYTES {
+            return None;
+        }
         let moves_of = |step: &mut dyn FnMut(u32, u8) -> Option<u32>, s: u32| {
             groups
                 .iter()
@@ -1125,10 +1140,6 @@ impl TokenIndex {
                 .collect::<Option<Vec<(u128, u32)>>>()
         };
         let first = self.stepping(|step| moves_of(step, state))?;
-        let alive: u128 = first
-            .iter()
-            .filter(|m| m.1 != DEAD)
-            .fold(0, |acc, m| acc | m.0);
         // Follow the most common successors to a state that loops on them, a few steps at most:
         // a loop that far in is an identifier's, a counted class never loops.
         let looping = self.stepping(|step| {
