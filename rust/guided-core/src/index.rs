@@ -1120,7 +1120,9 @@ impl TokenIndex {
         let groups = &self.ascii_groups;
         // Both candidate classes are made of bytes alive from `state`, and a class needs
         // [`MIN_CLASS_BYTES`] of them: most states inside a literal have one, and find that out
-        // here without the searches below.
+        // here without the searches below. This pass allocates nothing; the states past it step
+        // the groups again in `moves_of`, which costs them less than building that list would
+        // cost every literal state (gpt2 tool-calls median 2.85 against 3.4 us with one pass).
         let alive = self.stepping(|step| {
             let mut alive = 0u128;
             for &(rep, bytes) in groups {
