@@ -36,6 +36,7 @@
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
 //! string, about a million nodes at 200k tokens).
 
+use std::cell::Cell;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -780,6 +781,7 @@ impl TokenIndex {
                     |s, b| m.step(s, b),
                     &mut set,
                     &mut visit,
+                    None,
                 );
                 return Ok(set);
             }
@@ -789,17 +791,36 @@ impl TokenIndex {
             // so does a state whose own row is missing.
             if !watched && m.explored[state as usize] {
                 let heads = m.live_bytes(state);
-                let mut missing = false;
+                let missing = Cell::new(false);
                 let step = |s: u32, b: u8| {
-                    if missing || !m.explored[s as usize] {
-                        missing = true;
+                    if missing.get() || !m.explored[s as usize] {
+                        missing.set(true);
                         return DEAD;
                     }
                     m.step(s, b)
                 };
-                self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {});
-                if !missing {
-                    return Ok(set);
+                let mut unfinished = Vec::new();
+                let parts = Some((&missing, &mut unfinished));
+                self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {}, parts);
+                if !missing.get() {
+                    if unfinished.is_empty() {
+                        return Ok(set);
+                    }
+                    // Only some tries of tokens leaving a chain met a missing row (one off the
+                    // chain, where a character that leaves the slice leads): walk those again.
+                    drop(m);
+                    let mut m = write(&self.machine);
+                    if let Some(Shortcut::Slice { slice, chain, .. }) = fit {
+                        let mut failure = None;
+                        let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
+                        for part in unfinished {
+                            self.walk_leaving(*slice, chain, part, &mut step, &mut set, &mut visit);
+                        }
+                        return match failure {
+                            Some(e) => Err(e),
+                            None => Ok(set),
+                        };
+                    }
                 }
             }
         }
@@ -811,19 +832,8 @@ impl TokenIndex {
         m.explore(state)?;
         let heads = m.live_bytes(state);
         let mut failure = None;
-        let step = |s: u32, b: u8| {
-            if failure.is_some() {
-                return DEAD;
-            }
-            match m.explore(s) {
-                Ok(()) => m.step(s, b),
-                Err(e) => {
-                    failure = Some(e);
-                    DEAD
-                }
-            }
-        };
-        self.walk(state, &heads, fit, step, &mut set, &mut visit);
+        let step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
+        self.walk(state, &heads, fit, step, &mut set, &mut visit, None);
         match failure {
             Some(e) => Err(e),
             None => Ok(set),
@@ -841,6 +851,12 @@ impl TokenIndex {
 
     /// The walk of `state`'s tokens, through `fit` if there is one; `heads` are the bytes on
     /// which `state` does not die.
+    ///
+    /// With `parts`, a walk that `step` may cut short (it raises the flag and answers the dead
+    /// state where a row is missing) lists, instead, the tries of leaving tokens it cut short
+    /// ([`walk_leaving`](Self::walk_leaving)), lowering the flag after each: those are walked again
+    /// on their own, not the whole walk.
+    #[allow(clippy::too_many_arguments)]
     fn walk(
         &self,
         state: u32,
@@ -849,6 +865,7 @@ impl TokenIndex {
         mut step: impl FnMut(u32, u8) -> u32,
         set: &mut MaskBuilder,
         visit: &mut impl FnMut(u32, u32),
+        mut parts: Option<(&Cell<bool>, &mut Vec<usize>)>,
     ) {
         let mut trie = self.tries.full();
         match fit {
@@ -859,8 +876,8 @@ impl TokenIndex {
                 walk_long,
                 chain,
             }) => {
-                let (chars, walk_long) = (*chars, *walk_long);
-                let slice = &self.tries.slices()[*slice];
+                let (chars, walk_long, fit_slice) = (*chars, *walk_long, *slice);
+                let slice = &self.tries.slices()[fit_slice];
                 slice.add_members_within(chars, set);
                 if walk_long {
                     let no_pruning = |_| false;
@@ -877,23 +894,14 @@ impl TokenIndex {
                     );
                 }
                 if !chain.is_empty() {
-                    // The slice's characters lead along the chain, so a token's first `n` of
-                    // them cost no steps; a token that starts with more than the chain reads
-                    // dies in them.
-                    for (n, leaving) in slice.leaving() {
-                        let Some(&at) = chain.get(*n) else { break };
-                        let no_pruning = |_| false;
-                        leaving.walk_heads(
-                            at,
-                            DEAD,
-                            &ByteSet::ALL,
-                            no_pruning,
-                            &mut step,
-                            |id, next| {
-                                set.insert(id);
-                                visit(id, next);
-                            },
-                        );
+                    let reads = slice.leaving().iter().take_while(|(n, _)| *n < chain.len());
+                    for part in 0..reads.count() {
+                        self.walk_leaving(fit_slice, chain, part, &mut step, set, visit);
+                        if let Some((missing, unfinished)) = parts.as_mut() {
+                            if missing.replace(false) {
+                                unfinished.push(part);
+                            }
+                        }
                     }
                     return;
                 }
@@ -943,6 +951,28 @@ impl TokenIndex {
         }
         let no_pruning = |_| false;
         trie.walk_heads(state, DEAD, heads, no_pruning, step, |id, next| {
+            set.insert(id);
+            visit(id, next);
+        });
+    }
+
+    /// The walk of one trie of tokens leaving slice `slice` (part `part` of
+    /// [`Slice::leaving`](crate::slice::Slice::leaving)): the slice's characters lead along the
+    /// chain, so a token's first `n` of them cost no steps and its bytes after them are walked
+    /// from `chain[n]`; a token that starts with more than the chain reads dies in them.
+    fn walk_leaving(
+        &self,
+        slice: usize,
+        chain: &[u32],
+        part: usize,
+        step: &mut impl FnMut(u32, u8) -> u32,
+        set: &mut MaskBuilder,
+        visit: &mut impl FnMut(u32, u32),
+    ) {
+        let (n, leaving) = &self.tries.slices()[slice].leaving()[part];
+        let Some(&at) = chain.get(*n) else { return };
+        let no_pruning = |_| false;
+        leaving.walk_heads(at, DEAD, &ByteSet::ALL, no_pruning, step, |id, next| {
             set.insert(id);
             visit(id, next);
         });
@@ -1343,6 +1373,21 @@ impl TokenIndex {
     /// Distinct masks cached so far.
     pub fn num_masks(&self) -> usize {
         read(&self.masks).masks.len()
+    }
+}
+
+/// `m`'s step from `state` on `byte`, building the row it needs; the first error is kept in
+/// `failure`, and every step after it dies.
+fn explore_step(m: &mut Machine, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
+    if failure.is_some() {
+        return DEAD;
+    }
+    match m.explore(state) {
+        Ok(()) => m.step(state, byte),
+        Err(e) => {
+            *failure = Some(e);
+            DEAD
+        }
     }
 }
 
