@@ -90,6 +90,9 @@ fn stack_of(e: Entry) -> u32 {
     (e >> 32) as u32
 }
 
+/// Distinct successors a row compares a new one with before it hashes them.
+const LINEAR_SUCCESSORS: usize = 16;
+
 /// NFA-set entries all DFA states together may hold, per state `max_states` allows.
 pub const SET_ENTRIES_PER_STATE: usize = 1024;
 
@@ -119,6 +122,10 @@ pub struct Determinizer {
     stack: Vec<Entry>,
     key: Vec<Entry>,
     targets: Vec<Vec<Entry>>,
+    /// The row being built: a class for each distinct successor found so far (its list stays
+    /// in `targets`), with the successor, while there are fewer than [`LINEAR_SUCCESSORS`];
+    /// `memo` from there on.
+    distinct: Vec<(usize, u32)>,
     memo: FxHashMap<Vec<Entry>, u32>,
     /// Which states can still lead to a match (see [`Liveness`]).
     live: Liveness,
@@ -200,6 +207,7 @@ impl Determinizer {
             seen_sparse: FxHashSet::default(),
             stack: Vec::new(),
             key: Vec::new(),
+            distinct: Vec::new(),
             memo: FxHashMap::default(),
             live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
             overflow: None,
@@ -315,6 +323,7 @@ impl Determinizer {
             }
         }
         self.memo.clear();
+        self.distinct.clear();
         let mut prev: Option<(usize, u32)> = None;
         for (c, slot) in row.iter_mut().enumerate() {
             if self.targets[c].is_empty() {
@@ -323,9 +332,30 @@ impl Determinizer {
             let mut list = std::mem::take(&mut self.targets[c]);
             list.sort_unstable();
             list.dedup();
-            // Neighbouring classes usually agree, so compare with the last one before hashing.
+            // Neighbouring classes usually agree, so compare with the last one first. A row
+            // has a few distinct successors, found by comparing with each (most lists hold
+            // one entry); only a row with many is worth hashing.
             let id = match prev {
                 Some((pc, id)) if self.targets[pc] == list => id,
+                _ if self.distinct.len() < LINEAR_SUCCESSORS => {
+                    let targets = &self.targets;
+                    let known = self.distinct.iter().find(|&&(dc, _)| targets[dc] == list);
+                    match known {
+                        Some(&(_, id)) => id,
+                        None => {
+                            let id = self.add_state(&list)?;
+                            if self.distinct.len() + 1 == LINEAR_SUCCESSORS {
+                                // The successors after this one are hashed: so are these.
+                                for &(dc, id) in &self.distinct {
+                                    self.memo.insert(self.targets[dc].clone(), id);
+                                }
+                                self.memo.insert(list.clone(), id);
+                            }
+                            self.distinct.push((c, id));
+                            id
+                        }
+                    }
+                }
                 _ => match self.memo.get(&list) {
                     Some(&id) => id,
                     None => {
@@ -1147,6 +1177,38 @@ mod tests {
         let mut row = vec![9];
         d.next_row(10_000, &mut row).unwrap();
         assert!(row.iter().all(|&s| s == 0) && !d.is_accepting(10_000));
+    }
+
+    #[test]
+    fn rows_with_many_distinct_successors_match_the_regex_crate() {
+        // 40 letters in 20 pairs, two apart (A and C, B and D, E and G, ...): the letters of a
+        // pair lead to one state, which wants the pair's digit, and `~` before the second letter
+        // tells them apart, so they are classes of their own. From the start, a row meets 20
+        // distinct successors, each again two classes on: the first ones are found by
+        // comparison, those past `LINEAR_SUCCESSORS` by hashing, and both must name the state
+        // the pair's first letter made.
+        let letters: Vec<u8> = (b'A'..=b'Z').chain(b'a'..=b'n').collect();
+        let mut branches = Vec::new();
+        for (g, quad) in letters.chunks(4).enumerate() {
+            for k in 0..2 {
+                let (x, y) = (quad[k] as char, quad[k + 2] as char);
+                branches.push(format!("[{x}{y}]{}", (2 * g + k) % 10));
+                branches.push(format!("~{y}"));
+            }
+        }
+        let pattern = format!("(?:{})+", branches.join("|"));
+        let h = crate::regex::parse(&pattern).unwrap();
+        let mut d = determinizer(&h, 10_000).unwrap();
+        let re = regex::bytes::Regex::new(&format!("^(?:{pattern})$")).unwrap();
+        let alphabet: Vec<u8> = letters.iter().copied().chain(b'0'..=b'9').collect();
+        for &a in &alphabet {
+            for &b in &alphabet {
+                for tail in [&b""[..], b"A0", b"n9", b"C0", b"~C"] {
+                    let text = [&[a, b][..], tail].concat();
+                    assert_eq!(lazy_match(&mut d, &text), re.is_match(&text), "{text:?}");
+                }
+            }
+        }
     }
 
     #[test]
