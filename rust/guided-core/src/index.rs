@@ -19,8 +19,9 @@
 //! Concurrency: the index is shared by every request using the constraint, possibly from many
 //! threads. Cached masks are read under a read lock. A walk over a complete automaton needs only a
 //! read lock too, so cold masks compute in parallel; a walk that must grow the automaton retries
-//! under the write lock. Growth is monotone, so once the visited part of the automaton is built,
-//! everything runs in parallel.
+//! under the write lock (only the tries it could not finish, where a walk is split into tries of
+//! tokens by where they leave a slice). Growth is monotone, so once the visited part of the
+//! automaton is built, everything runs in parallel.
 //!
 //! States that read every printable character alike (inside a JSON string, under `.*`, inside a
 //! string with `maxLength`) take their mask mostly from a precomputed [slice](crate::slice) and
