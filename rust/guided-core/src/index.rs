@@ -1311,12 +1311,8 @@ impl TokenIndex {
             None => {
                 let mut m = write(&self.machine);
                 let mut failure = None;
-                let advance = chars.advance(state, DEAD, reps, |s, b| match m.explore(s) {
-                    Ok(()) => Some(m.step(s, b)),
-                    Err(e) => {
-                        failure = Some(e);
-                        None
-                    }
+                let advance = chars.advance(state, DEAD, reps, |s, b| {
+                    Some(explore_step(&mut m, &mut failure, s, b))
                 });
                 if let Some(e) = failure {
                     return Err(e);
