@@ -27,7 +27,10 @@
 //! string with `maxLength`) take their mask mostly from a precomputed [slice](crate::slice) and
 //! walk only the tokens outside it. Where a slice's characters lead from each state is
 //! remembered, so the states of a counted string (`maxLength: 40` is forty of them) share the
-//! work of finding how many characters each may still take. States inside a narrower run (an
+//! work of finding how many characters each may still take; and where the counts are copies of
+//! one embedded automaton, a count's move is read off the count before it, renamed one copy on
+//! ([`crate::dfa::CopyAt`]), so following the chain costs a hash lookup per count rather than a
+//! subset construction per count and per character length. States inside a narrower run (an
 //! identifier, a number, `[a-z0-9.-]{1,63}`, free text up to a tool call's trigger), and the
 //! states a leading space leads to, do the same with a [class slice](crate::class_slice) found
 //! from the state's own moves: the walk passes over the subtrees spelled from the class and
@@ -299,6 +302,10 @@ struct SliceMoves {
     to: Vec<Vec<u32>>,
     /// `reach[slice][state]`: a [`Reach`] packed as `chars | REACH_MIXED`, or `MOVE_UNKNOWN`.
     reach: Vec<Vec<u32>>,
+    /// `shiftable[slice][state]`: whether the move met only sets on which the automaton commutes
+    /// with stepping one copy along the state's counted repetition, so that the state one copy
+    /// on may read its move off this one ([`crate::dfa::CopyAt`]).
+    shiftable: Vec<Vec<bool>>,
 }
 
 /// Marks a state whose move on a slice is not known yet.
@@ -337,14 +344,14 @@ fn chain_end(path: &mut Vec<u32>, advance: Advance, cap: u32) -> Option<(Reach, 
     }
 }
 
-/// Grows `rows` to hold `index`, new entries `MOVE_UNKNOWN`, and returns the entry.
-fn entry(rows: &mut Vec<Vec<u32>>, slice: usize, index: u32) -> &mut u32 {
+/// Grows `rows` to hold `index`, new entries `fill`, and returns the entry.
+fn entry<T: Copy>(rows: &mut Vec<Vec<T>>, slice: usize, index: u32, fill: T) -> &mut T {
     if rows.len() <= slice {
         rows.resize_with(slice + 1, Vec::new);
     }
     let row = &mut rows[slice];
     if row.len() <= index as usize {
-        row.resize(index as usize + 1, MOVE_UNKNOWN);
+        row.resize(index as usize + 1, fill);
     }
     &mut row[index as usize]
 }
@@ -358,11 +365,18 @@ impl SliceMoves {
         }
     }
 
-    fn set(&mut self, slice: usize, state: u32, advance: Advance) {
-        *entry(&mut self.to, slice, state) = match advance {
+    fn set(&mut self, slice: usize, state: u32, advance: Advance, shiftable: bool) {
+        *entry(&mut self.to, slice, state, MOVE_UNKNOWN) = match advance {
             Advance::Mixed => MOVE_MIXED,
             Advance::To(t) => t,
         };
+        *entry(&mut self.shiftable, slice, state, false) = shiftable;
+    }
+
+    /// The move of `state`, if it is known and `shiftable`.
+    fn shiftable(&self, slice: usize, state: u32) -> Option<Advance> {
+        let shiftable = self.shiftable.get(slice)?.get(state as usize)?;
+        self.get(slice, state).filter(|_| *shiftable)
     }
 
     fn reach(&self, slice: usize, state: u32) -> Option<Reach> {
@@ -377,12 +391,13 @@ impl SliceMoves {
 
     fn set_reach(&mut self, slice: usize, state: u32, reach: Reach) {
         let mixed = if reach.mixed { REACH_MIXED } else { 0 };
-        *entry(&mut self.reach, slice, state) = reach.chars | mixed;
+        *entry(&mut self.reach, slice, state, MOVE_UNKNOWN) = reach.chars | mixed;
     }
 
     fn memory_bytes(&self) -> usize {
         let rows = self.to.iter().chain(&self.reach);
-        rows.map(|row| row.capacity() * 4).sum()
+        let flags = self.shiftable.iter().map(Vec::capacity).sum::<usize>();
+        rows.map(|row| row.capacity() * 4).sum::<usize>() + flags
     }
 }
 
@@ -1043,7 +1058,10 @@ impl TokenIndex {
     ///
     /// Following a chain builds its states and the states inside its multi-byte characters:
     /// for a string with `maxLength: 300`, as many counts as the longest member has characters
-    /// (128 in the large vocabularies), which the walk of those members built anyway.
+    /// (128 in the large vocabularies). Where the counts are copies of one embedded automaton,
+    /// only a few of those moves are followed (the first copies, around `minLength`, the last
+    /// ones); the others are read off the copy before ([`shifted_move`](Self::shifted_move)) and
+    /// build neither the states' rows nor the insides of their characters.
     fn slice_reach(&self, slice: usize, state: u32) -> Result<Reach> {
         let cap = self.tries.slices()[slice].max_chars() as u32;
         let unmixed = |chars| Reach {
@@ -1296,33 +1314,94 @@ impl TokenIndex {
         if let Some(known) = read(&self.moves).get(slice, state) {
             return Ok(known);
         }
+        if let Some(advance) = self.shifted_move(slice, state)? {
+            return Ok(advance);
+        }
+        let (advance, shiftable) = self.explored_move(slice, state)?;
+        write(&self.moves).set(slice, state, advance, shiftable);
+        Ok(advance)
+    }
+
+    /// Where the characters of slice `slice` lead from `state`, found by following them
+    /// ([`OneChar::advance`](crate::slice::OneChar::advance)), and whether the state one copy on
+    /// may read its move off this one ([`shiftable`]).
+    fn explored_move(&self, slice: usize, state: u32) -> Result<(Advance, bool)> {
         let chars = self.tries.slices()[slice].chars();
         let reps = self.slice_reps[slice]
             .get_or_init(|| chars.representatives(&read(&self.machine).class_of));
+        // The states the move steps to.
+        let mut met = Vec::new();
         let attempt = {
             let m = read(&self.machine);
-            chars.advance(state, DEAD, reps, |s, b| {
-                m.explored[s as usize].then(|| m.step(s, b))
-            })
+            let advance = chars.advance(state, DEAD, reps, |s, b| {
+                let to = m.explored[s as usize].then(|| m.step(s, b))?;
+                met.push(to);
+                Some(to)
+            });
+            advance.map(|advance| (advance, shiftable(&m, state, &met)))
         };
-        let advance = match attempt {
-            Some(advance) => advance,
-            // A row is missing: follow the characters again with the right to build rows.
-            None => {
+        if let Some(known) = attempt {
+            return Ok(known);
+        }
+        // A row is missing: follow the characters again with the right to build rows.
+        let mut m = write(&self.machine);
+        let mut failure = None;
+        met.clear();
+        let advance = chars.advance(state, DEAD, reps, |s, b| {
+            let to = explore_step(&mut m, &mut failure, s, b);
+            met.push(to);
+            Some(to)
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        // Every step answers once it may build rows, so the move is known.
+        let advance = advance.unwrap_or(Advance::Mixed);
+        Ok((advance, shiftable(&m, state, &met)))
+    }
+
+    /// The move of `state` on a slice read off that of the state one copy before it in a
+    /// counted repetition, renamed one copy on (see [`crate::dfa::CopyAt`]): when the copies
+    /// around `state` move on alike and that state's move is known and met only sets on which
+    /// the renaming commutes with the automaton. `None` where it does not apply.
+    ///
+    /// A counted string's chain is then one explored move per change in how its copies move
+    /// on (before and after `minLength`, at the end) and a hash lookup per other count, instead
+    /// of a subset construction per count for the state and each multi-byte character's inside.
+    fn shifted_move(&self, slice: usize, state: u32) -> Result<Option<Advance>> {
+        let (at, before) = {
+            let m = read(&self.machine);
+            let Some(det) = &m.determinizer else {
+                return Ok(None);
+            };
+            let Some(at) = det.counted_copy(state).filter(|&at| det.copies_alike(at)) else {
+                return Ok(None);
+            };
+            let Some(before) = det.find_shifted_back(state, at.embedding) else {
+                return Ok(None);
+            };
+            (at, before)
+        };
+        let Some(advance) = read(&self.moves).shiftable(slice, before) else {
+            return Ok(None);
+        };
+        let advance = match advance {
+            Advance::To(to) if to != DEAD => {
                 let mut m = write(&self.machine);
-                let mut failure = None;
-                let advance = chars.advance(state, DEAD, reps, |s, b| {
-                    Some(explore_step(&mut m, &mut failure, s, b))
-                });
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                // Every step answers once it may build rows, so the move is known.
-                advance.unwrap_or(Advance::Mixed)
+                let Some(det) = m.determinizer.as_mut() else {
+                    return Ok(None);
+                };
+                let Some(to) = det.shifted(to, at.embedding)? else {
+                    return Ok(None);
+                };
+                m.grow();
+                Advance::To(to)
             }
+            dead_or_mixed => dead_or_mixed,
         };
-        write(&self.moves).set(slice, state, advance);
-        Ok(advance)
+        // The renamed move met the renamed sets, one copy further on: shiftable in turn.
+        write(&self.moves).set(slice, state, advance, true);
+        Ok(Some(advance))
     }
 
     /// The bytes every continuation of `state` starts with (jump-forward): followed while exactly
@@ -1371,6 +1450,21 @@ impl TokenIndex {
     pub fn num_masks(&self) -> usize {
         read(&self.masks).masks.len()
     }
+}
+
+/// Whether a slice move from `state` that stepped to the states `met` may be renamed one copy on
+/// along `state`'s counted repetition: `state` stands in one copy of one, not the first, and
+/// every set the move met stayed in that copy and the next ([`crate::dfa::CopyAt`]).
+fn shiftable(m: &Machine, state: u32, met: &[u32]) -> bool {
+    let Some(det) = &m.determinizer else {
+        return false;
+    };
+    let Some(at) = det.counted_copy(state) else {
+        return false;
+    };
+    at.copy >= 1
+        && det.stays_in_copies(state, at)
+        && met.iter().all(|&to| det.stays_in_copies(to, at))
 }
 
 /// `m`'s step from `state` on `byte`, building the row it needs; the first error is kept in
@@ -1566,6 +1660,84 @@ mod tests {
             r"(?:a|b|é){0,60}",
         ];
         assert_patterns_equal_brute_force(&patterns, &v, 3);
+    }
+
+    /// The states of a counted repetition read their slice moves off the copy before them
+    /// (`shifted_move`) where the copies around them move on alike: each move read off equals
+    /// the move followed from scratch, on both sides of a minimum count, towards the last copies,
+    /// in looping repetitions, through escapes and multi-byte characters; and the repetitions
+    /// that the text can enter again after a character (where the sets mix copies) must not
+    /// confuse it.
+    #[test]
+    fn moves_read_off_the_copy_before_equal_explored_moves() {
+        let mut words: Vec<String> = [
+            "a", "b", "c", "x", "y", ";", "\"", "\\", "\\n", "\\u00e9", "é", "中", "😀", "a\"",
+            "ab", "\n",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        for n in [3, 5, 8, 13, 17] {
+            words.push("ab".repeat(n)[..n].to_string());
+            words.push("é".repeat(n));
+        }
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let patterns = [
+            r#""(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){3,40}""#,
+            r#""(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,20}",?"#,
+            r".{0,50}",
+            r"[a-zé中😀]{20,}",
+            r"(?:ab|c|é){18,30}x",
+            r"(?:a?){0,30}b",
+            r"(?:[a-z]{0,20}[a-z])*",
+            r"(?:[a-zé]{0,24};)*",
+            r"(?:[a-c]{2,18}y){1,20}",
+        ];
+        let mut read_off = 0;
+        for pattern in patterns {
+            let idx = index(pattern, &v, true);
+            // Masks along every text of up to three tokens follow the chains there.
+            let mut frontier = vec![idx.initial_state()];
+            for _ in 0..3 {
+                let mut next = Vec::new();
+                for state in frontier {
+                    for t in idx.mask(state).unwrap().ids() {
+                        if !v.is_eos(t) {
+                            next.push(idx.next_state(state, i64::from(t)).unwrap());
+                        }
+                    }
+                }
+                next.sort_unstable();
+                next.dedup();
+                frontier = next;
+            }
+            let states = read(&idx.machine).num_states() as u32;
+            for slice in 0..idx.tries.slices().len() {
+                for state in 0..states {
+                    if let Some(shifted) = idx.shifted_move(slice, state).unwrap() {
+                        read_off += 1;
+                        let (explored, _) = idx.explored_move(slice, state).unwrap();
+                        assert_eq!(shifted, explored, "{pattern}: state {state}, slice {slice}");
+                    }
+                }
+            }
+        }
+        assert!(
+            read_off > 100,
+            "only {read_off} moves were read off the copy before"
+        );
+        // Where the text may enter the repetition again after a character, the first copy's
+        // move meets copy 0 and nothing may be read off it; without the way back, it may.
+        let a = i64::from(tokens.iter().position(|&t| t == "a").unwrap() as u32);
+        for (pattern, expected) in [(r"(?:.{2,30})*", false), (r".{2,30}", true)] {
+            let idx = index(pattern, &v, true);
+            let first = idx.next_state(idx.initial_state(), a).unwrap();
+            for slice in 0..idx.tries.slices().len() {
+                let (_, shiftable) = idx.explored_move(slice, first).unwrap();
+                assert_eq!(shiftable, expected, "{pattern}, slice {slice}");
+            }
+        }
     }
 
     /// Tokens that end part-way through a character count it among a slice's characters when

@@ -58,6 +58,9 @@ use crate::nfa::{Assertion, EmbeddedState, Nfa, Node, State, StateId, EMBEDDED_B
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::Arc;
 
+mod copies;
+pub use copies::CopyAt;
+
 /// One element of a DFA state's key: an NFA state and the call stack it runs under
 /// ([`Stacks`]), packed as `stack << 32 | state`. Without rules every stack is the empty one, 0,
 /// and an entry is just the state's id.
@@ -382,6 +385,11 @@ impl Determinizer {
         if let Some(&id) = self.ids.get(self.key.as_slice()) {
             return Ok(id);
         }
+        self.intern_key()
+    }
+
+    /// Stores `self.key` as a new state, within the limits.
+    fn intern_key(&mut self) -> Result<u32> {
         if self.sets.len() >= self.max_states {
             return Err(Error::size_limit(
                 "max_states",

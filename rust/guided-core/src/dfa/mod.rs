@@ -36,7 +36,7 @@ pub mod minimize;
 pub mod product;
 
 pub use classes::ByteClasses;
-pub use determinize::Determinizer;
+pub use determinize::{CopyAt, Determinizer};
 
 use crate::error::{Error, Result};
 use crate::nfa::{Nfa, NfaConfig};

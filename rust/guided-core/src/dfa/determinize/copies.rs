@@ -1,0 +1,183 @@
+//! Counted copies: a state's moves read off those of the state one copy before it.
+//!
+//! A counted repetition with many copies (`[^"\\]{0,64}` inside a string with `maxLength: 64`)
+//! is one embedded automaton repeated ([`Embedding`]): copy `i`'s state `s` is the id
+//! `base + i * stride + s`. Its DFA states come one per count, each the same set as the one
+//! before with the occurrence's entries one copy further on, and the subset construction pays
+//! for each afresh: its closure, its successors, and the states inside every multi-byte
+//! character it reads. Yet they are the same states up to that renaming, and where the renaming
+//! is exact, what one of them does the next one does too, renamed.
+//!
+//! Call `σ` the map that moves an entry of the occurrence from copy `i` to copy `i + 1` and
+//! leaves every other entry as it is. The NFA's transitions commute with it on a set `S` when
+//! each entry does:
+//!
+//! - an entry of copy `i` reads within copy `i`, and where the automaton accepts it moves on
+//!   without reading to copy `i + 1`'s start (when there is a copy `i + 1`) and to the exit (once
+//!   `i + 1` copies are enough): so copies `i` and `i + 1` must agree on both, which
+//!   [`Determinizer::copies_alike`] checks for the copies a move can touch;
+//! - any other entry moves as it does, and must never enter the occurrence, which it could only
+//!   do at copy 0. So a caller that explores a state's moves checks, for every set it meets,
+//!   that the occurrence's entries stay in the state's copy and the next one, and that copy is
+//!   not 0 ([`Determinizer::stays_in_copies`]): an entry that came in from outside would show as
+//!   one in copy 0. Entering at a start that accepts could pass on to copy 1 unseen, so
+//!   occurrences whose automaton accepts at its start are never shifted.
+//!
+//! A DFA state is identified by its key (the live byte-reading entries of its closure, and
+//! whether it accepts); liveness and acceptance of the occurrence's entries do not depend on the
+//! copy either. So when a state's moves were explored and met only such sets, the moves of the
+//! state one copy on are theirs renamed by `σ`, state by state, and the renamed states can be
+//! stored from their keys alone ([`Determinizer::shifted`]): no closure, no row, and none of the
+//! states inside the characters. The token index uses this to follow a counted string's chain
+//! (the state after each count) at the cost of a hash lookup per count instead of a subset
+//! construction per count and per character length.
+
+use super::{state_of, Determinizer, Entry, MATCH_MARK, OVERFLOW_MARK};
+use crate::error::Result;
+use crate::nfa::{Embedding, EMBEDDED_BASE};
+
+/// The copy of a counted repetition that a DFA state stands in ([`Determinizer::counted_copy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyAt {
+    /// The occurrence, as an index into [`crate::nfa::Nfa::embeddings`].
+    pub embedding: usize,
+    /// The copy every entry of the state in that occurrence is in.
+    pub copy: u32,
+}
+
+impl Determinizer {
+    /// The occurrence holding `id` among those with more than one copy, if any.
+    fn counted_occurrence(&self, id: u32) -> Option<(usize, &Embedding)> {
+        if id < EMBEDDED_BASE {
+            return None;
+        }
+        let embeddings = self.nfa.embeddings();
+        let i = embeddings
+            .partition_point(|e| e.base <= id)
+            .checked_sub(1)?;
+        let e = &embeddings[i];
+        let end = u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies);
+        (e.copies > 1 && u64::from(id) < end).then_some((i, e))
+    }
+
+    /// The entries of `state`'s key, without the marks.
+    fn entries(&self, state: u32) -> &[Entry] {
+        match self.sets.get(state as usize) {
+            Some(key) => match key.last() {
+                Some(&MATCH_MARK) | Some(&OVERFLOW_MARK) => &key[..key.len() - 1],
+                _ => key,
+            },
+            None => &[],
+        }
+    }
+
+    /// The copy of a counted repetition that `state` stands in: when its key holds entries of
+    /// exactly one occurrence with several copies, all in one copy.
+    pub fn counted_copy(&self, state: u32) -> Option<CopyAt> {
+        if self.overflow == Some(state) {
+            return None;
+        }
+        let mut at: Option<CopyAt> = None;
+        for &x in self.entries(state) {
+            let id = state_of(x);
+            let Some((i, e)) = self.counted_occurrence(id) else {
+                continue;
+            };
+            let copy = (id - e.base) / e.stride;
+            match at {
+                None => at = Some(CopyAt { embedding: i, copy }),
+                Some(a) if a == (CopyAt { embedding: i, copy }) => {}
+                Some(_) => return None,
+            }
+        }
+        at
+    }
+
+    /// Whether the moves of a state in copy `at.copy` are those of the state one copy before,
+    /// renamed (see the module documentation): the automaton does not accept at its start, that
+    /// copy is at least 2 (so the one before it is not copy 0, where the occurrence is
+    /// entered), and copies `at.copy - 1` to `at.copy + 1` each have a next copy and agree on
+    /// whether the exit is open after them.
+    pub fn copies_alike(&self, at: CopyAt) -> bool {
+        let Some(e) = self.nfa.embeddings().get(at.embedding) else {
+            return false;
+        };
+        let automaton = &self.nfa.automata()[e.automaton as usize];
+        let open = |copy: u32| copy + 1 >= e.min;
+        at.copy >= 2
+            && !automaton.is_accepting(automaton.start())
+            && at.copy + 2 < e.copies
+            && open(at.copy - 1) == open(at.copy + 1)
+    }
+
+    /// Whether every entry of `state` in `at`'s occurrence is in copy `at.copy` or the next, and
+    /// `state` is not the overflow state: what a caller checks of each set met while exploring
+    /// a state in copy `at.copy`, before it lets the next copy's state read its moves off.
+    pub fn stays_in_copies(&self, state: u32, at: CopyAt) -> bool {
+        if self.overflow == Some(state) {
+            return false;
+        }
+        let Some(e) = self.nfa.embeddings().get(at.embedding) else {
+            return false;
+        };
+        let (lo, hi) = (e.id(at.copy, 0), e.id(at.copy + 2, 0));
+        let end = u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies);
+        self.entries(state).iter().all(|&x| {
+            let id = state_of(x);
+            id < e.base || u64::from(id) >= end || (lo <= id && id < hi)
+        })
+    }
+
+    /// `state`'s key with the entries of occurrence `embedding` one copy on (`forward`) or one
+    /// copy back; `None` when one would leave the occurrence's copies.
+    fn shifted_key(&self, state: u32, embedding: usize, forward: bool) -> Option<Vec<Entry>> {
+        let e = self.nfa.embeddings().get(embedding)?;
+        let end = u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies);
+        let (first, last) = (u64::from(e.base), end - u64::from(e.stride));
+        let key = self.sets.get(state as usize)?;
+        let mut shifted = Vec::with_capacity(key.len());
+        for &x in key.iter() {
+            let id = u64::from(state_of(x));
+            if x == MATCH_MARK || x == OVERFLOW_MARK || id < first || id >= end {
+                shifted.push(x);
+            } else if forward && id < last {
+                shifted.push(x + Entry::from(e.stride));
+            } else if !forward && id >= first + u64::from(e.stride) {
+                shifted.push(x - Entry::from(e.stride));
+            } else {
+                return None;
+            }
+        }
+        // The occurrence's ids are one block, so the renamed entries keep their order among
+        // the others; sorting again is cheap insurance for a key that must be canonical.
+        let marks = shifted
+            .iter()
+            .rev()
+            .take_while(|&&x| x == MATCH_MARK || x == OVERFLOW_MARK)
+            .count();
+        let n = shifted.len() - marks;
+        shifted[..n].sort_unstable();
+        Some(shifted)
+    }
+
+    /// The state one copy before `state` in occurrence `embedding`, if it has been created.
+    pub fn find_shifted_back(&self, state: u32, embedding: usize) -> Option<u32> {
+        let key = self.shifted_key(state, embedding, false)?;
+        self.ids.get(key.as_slice()).copied()
+    }
+
+    /// The state one copy after `state` in occurrence `embedding`, created if new (within the
+    /// limits). The caller vouches that it is the state the construction would reach: that it
+    /// is `σ` of a successor found while exploring a state whose moves commute with `σ` (see
+    /// the module documentation). `None` when an entry would leave the occurrence's copies.
+    pub fn shifted(&mut self, state: u32, embedding: usize) -> Result<Option<u32>> {
+        let Some(key) = self.shifted_key(state, embedding, true) else {
+            return Ok(None);
+        };
+        if let Some(&id) = self.ids.get(key.as_slice()) {
+            return Ok(Some(id));
+        }
+        self.key = key;
+        self.intern_key().map(Some)
+    }
+}
