@@ -27,12 +27,15 @@
 //! two thirds of many CJK characters; 1,400 of Qwen2's tokens). When every character that could
 //! finish the cut one is in `C`, such a token is a member too, counting the cut character: where
 //! the chain reads one more character, the cut one can be finished; where the chain dies, so do
-//! all its completions. Only cuts that could also finish outside `C` (`0xC2` may begin a control
-//! character) are left to the walk, which otherwise steps into the middle of a character once
-//! per token and per count, building the states in there for each.
+//! all its completions. Only cuts that could also finish outside `C` (`0xC2` may begin a C1
+//! control, which is not printable) are left to the walk, which otherwise steps into the middle
+//! of a character once per token and per count, building the states in there for each.
 //!
 //! The slices are chosen for the constraints engines see most: printable text (`.*`, free text
-//! fields) and the body of a JSON string (printable text without `"` and `\`). Building them costs
+//! fields) and the body of a JSON string: exactly the characters JSON lets stand raw in one
+//! (everything from the space up but `"` and `\`, DEL, C1 controls and line separators
+//! included), so that inside a string only those two and the C0 controls leave the slice, and
+//! no cut character is left to the walk. Building them costs
 //! one pass over the vocabulary and one extra trie each, once per vocabulary; the members by length
 //! cost one set per length up to [`DENSE_CHARS`] (25 KB each at 200k tokens) and a sorted list of
 //! the few longer members.
@@ -430,7 +433,9 @@ impl TokenTries {
         let full = TokenTrie::new(vocab.text_tokens().filter(|(id, _)| !eos.contains(id)));
         let wide = ClassSet::from_ranges([(0xA0, 0x2027), (0x202A, 0x10FFFF)]);
         let printable = ClassSet::from_ranges([(0x20, 0x7E)]).union(&wide);
-        let json = printable.difference(&ClassSet::from_ranges([(0x22, 0x22), (0x5C, 0x5C)]));
+        // Surrogates are not characters; `"`, `\` and the C0 controls must be escaped.
+        let json = ClassSet::from_ranges([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF)])
+            .union(&ClassSet::range(0xE000, 0x10FFFF));
         let slices = vec![
             Slice::new("printable", printable, vocab, eos)?,
             Slice::new("json_string", json, vocab, eos)?,
@@ -513,17 +518,19 @@ mod tests {
         let tries = TokenTries::new(&vocab()).expect("tries");
         let json = &tries.slices()[1];
         // A cut character is one more when all its completions are members (0xC3 begins
-        // U+00C0..U+00FF, 0xE4 0xB8 U+4E00..U+4E3F) and left to the walk when one is not
-        // (0xC2 begins U+0080..U+00BF, controls among them).
-        assert_eq!(json.members().ids(), vec![0, 2, 3, 7]);
-        assert_eq!(
-            json.rest().num_nodes(),
-            5,
-            "a\"b, the newline and the lone 0xC2 byte"
-        );
+        // U+00C0..U+00FF, 0xE4 0xB8 U+4E00..U+4E3F, 0xC2 U+0080..U+00BF, which a JSON string
+        // may hold raw) and left to the walk when one is not.
+        assert_eq!(json.members().ids(), vec![0, 2, 3, 6, 7]);
+        assert_eq!(json.rest().num_nodes(), 4, "a\"b and the newline");
         assert_eq!(json.max_chars(), 2);
+        // U+0080..U+009F are controls, not printable: the lone 0xC2 is walked.
         let printable = &tries.slices()[0];
         assert_eq!(printable.members().ids(), vec![0, 1, 2, 3, 7]);
+        assert_eq!(
+            printable.rest().num_nodes(),
+            2,
+            "the newline and the lone 0xC2 byte"
+        );
     }
 
     /// Every byte its own class: the representatives are every live byte.
@@ -605,7 +612,7 @@ mod tests {
             let (r, k) = (s / 1000, s % 1000);
             Some(match (r, b) {
                 _ if k <= 1 => 0,
-                (0, 0x20..=0x7E) if b != b'"' && b != b'\\' => k - 1,
+                (0, 0x20..=0x7F) if b != b'"' && b != b'\\' => k - 1,
                 (0, 0xC2..=0xDF) => 1000 + k,
                 (0, 0xE0..=0xEF) => 2000 + k,
                 (0, 0xF0..=0xF4) => 3000 + k,
