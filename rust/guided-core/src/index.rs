@@ -1462,9 +1462,7 @@ fn shiftable(m: &Machine, state: u32, met: &[u32]) -> bool {
     let Some(at) = det.counted_copy(state) else {
         return false;
     };
-    at.copy >= 1
-        && det.stays_in_copies(state, at)
-        && met.iter().all(|&to| det.stays_in_copies(to, at))
+    at.copy >= 1 && met.iter().all(|&to| det.stays_in_copies(to, at))
 }
 
 /// `m`'s step from `state` on `byte`, building the row it needs; the first error is kept in

@@ -34,7 +34,7 @@
 
 use super::{state_of, Determinizer, Entry, MATCH_MARK, OVERFLOW_MARK};
 use crate::error::Result;
-use crate::nfa::{Embedding, EMBEDDED_BASE};
+use crate::nfa::{Embedding, Node};
 
 /// The copy of a counted repetition that a DFA state stands in ([`Determinizer::counted_copy`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,21 +45,12 @@ pub struct CopyAt {
     pub copy: u32,
 }
 
-impl Determinizer {
-    /// The occurrence holding `id` among those with more than one copy, if any.
-    fn counted_occurrence(&self, id: u32) -> Option<(usize, &Embedding)> {
-        if id < EMBEDDED_BASE {
-            return None;
-        }
-        let embeddings = self.nfa.embeddings();
-        let i = embeddings
-            .partition_point(|e| e.base <= id)
-            .checked_sub(1)?;
-        let e = &embeddings[i];
-        let end = u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies);
-        (e.copies > 1 && u64::from(id) < end).then_some((i, e))
-    }
+/// One past the last id of `e`'s copies (as `u64`: the block may end at the top of the ids).
+fn block_end(e: &Embedding) -> u64 {
+    u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies)
+}
 
+impl Determinizer {
     /// The entries of `state`'s key, without the marks.
     fn entries(&self, state: u32) -> &[Entry] {
         match self.sets.get(state as usize) {
@@ -79,14 +70,19 @@ impl Determinizer {
         }
         let mut at: Option<CopyAt> = None;
         for &x in self.entries(state) {
-            let id = state_of(x);
-            let Some((i, e)) = self.counted_occurrence(id) else {
+            let Node::Embedded(e) = self.nfa.node(state_of(x)) else {
                 continue;
             };
-            let copy = (id - e.base) / e.stride;
+            if e.at.copies < 2 {
+                continue;
+            }
+            let here = CopyAt {
+                embedding: e.embedding,
+                copy: e.copy,
+            };
             match at {
-                None => at = Some(CopyAt { embedding: i, copy }),
-                Some(a) if a == (CopyAt { embedding: i, copy }) => {}
+                None => at = Some(here),
+                Some(a) if a == here => {}
                 Some(_) => return None,
             }
         }
@@ -121,7 +117,7 @@ impl Determinizer {
             return false;
         };
         let (lo, hi) = (e.id(at.copy, 0), e.id(at.copy + 2, 0));
-        let end = u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies);
+        let end = block_end(e);
         self.entries(state).iter().all(|&x| {
             let id = state_of(x);
             id < e.base || u64::from(id) >= end || (lo <= id && id < hi)
@@ -132,7 +128,7 @@ impl Determinizer {
     /// copy back; `None` when one would leave the occurrence's copies.
     fn shifted_key(&self, state: u32, embedding: usize, forward: bool) -> Option<Vec<Entry>> {
         let e = self.nfa.embeddings().get(embedding)?;
-        let end = u64::from(e.base) + u64::from(e.stride) * u64::from(e.copies);
+        let end = block_end(e);
         let (first, last) = (u64::from(e.base), end - u64::from(e.stride));
         let key = self.sets.get(state as usize)?;
         let mut shifted = Vec::with_capacity(key.len());
