@@ -30,7 +30,10 @@
 //! work of finding how many characters each may still take; and where the counts are copies of
 //! one embedded automaton, a count's move is read off the count before it, renamed one copy on
 //! ([`crate::dfa::CopyAt`]), so following the chain costs a hash lookup per count rather than a
-//! subset construction per count and per character length. States inside a narrower run (an
+//! subset construction per count and per character length. The tries of tokens that leave the
+//! slice are walked from the chain's states, and a walk is remembered for the counts further on
+//! whose walks are it renamed (module `leaving`), so that the masks inside a counted string mostly
+//! look up what the first of them walked. States inside a narrower run (an
 //! identifier, a number, `[a-z0-9.-]{1,63}`, free text up to a tool call's trigger), and the
 //! states a leading space leads to, do the same with a [class slice](crate::class_slice) found
 //! from the state's own moves: the walk passes over the subtrees spelled from the class and
@@ -49,7 +52,7 @@ use rustc_hash::FxHashMap;
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{ByteClass, CharClass, ClassSlice, MIN_CLASS_BYTES};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
-use crate::dfa::{Anchors, ByteClasses, Dfa, DfaConfig};
+use crate::dfa::{Anchors, ByteClasses, CopyAt, Dfa, DfaConfig};
 use crate::error::{Error, Result};
 use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
@@ -58,6 +61,10 @@ use crate::slice::{Advance, Representatives, TokenTries, DENSE_CHARS};
 use crate::structural_tag::{self, TagOptions};
 use crate::trie::ByteSet;
 use crate::vocab::Vocabulary;
+
+mod leaving;
+
+use leaving::{LeavingWalk, LeavingWalks, Orbit, PartPlan};
 
 /// The dead state: nothing can follow.
 pub const DEAD: u32 = 0;
@@ -306,10 +313,15 @@ struct SliceMoves {
     /// with stepping one copy along the state's counted repetition, so that the state one copy
     /// on may read its move off this one ([`crate::dfa::CopyAt`]).
     shiftable: Vec<Vec<bool>>,
+    /// `orbit[slice][state]`: where `state` stands on a run of states each one copy on from
+    /// the one before ([`Orbit`]), packed as `(root, offset)`, or `MOVE_UNKNOWN` as the root.
+    orbit: Vec<Vec<(u32, u32)>>,
 }
 
 /// Marks a state whose move on a slice is not known yet.
 const MOVE_UNKNOWN: u32 = u32::MAX;
+/// Marks a state whose place on an orbit is not known.
+const UNKNOWN_ORBIT: (u32, u32) = (MOVE_UNKNOWN, 0);
 /// Marks a state that the slice's characters lead to different states.
 const MOVE_MIXED: u32 = u32::MAX - 1;
 /// Marks a packed [`Reach`] whose chain ends where the characters part ways.
@@ -365,12 +377,49 @@ impl SliceMoves {
         }
     }
 
-    fn set(&mut self, slice: usize, state: u32, advance: Advance, shiftable: bool) {
+    /// Sets `state`'s move; with `one_copy_on`, the state it leads to is `state`'s key one copy
+    /// on along its counted repetition, and joins `state`'s orbit one place further.
+    fn set(&mut self, slice: usize, state: u32, advance: Advance, flags: MoveFlags) {
         *entry(&mut self.to, slice, state, MOVE_UNKNOWN) = match advance {
             Advance::Mixed => MOVE_MIXED,
             Advance::To(t) => t,
         };
-        *entry(&mut self.shiftable, slice, state, false) = shiftable;
+        *entry(&mut self.shiftable, slice, state, false) = flags.shiftable;
+        if let (true, Advance::To(to)) = (flags.one_copy_on, advance) {
+            let from = match self.orbit(slice, state) {
+                Some(orbit) => orbit,
+                None => {
+                    let root = Orbit {
+                        root: state,
+                        offset: 0,
+                    };
+                    *entry(&mut self.orbit, slice, state, UNKNOWN_ORBIT) = (state, 0);
+                    root
+                }
+            };
+            let next = entry(&mut self.orbit, slice, to, UNKNOWN_ORBIT);
+            // A state reached along two runs keeps the first: both say where it stands.
+            if next.0 == MOVE_UNKNOWN {
+                *next = (from.root, from.offset + 1);
+            }
+        }
+    }
+
+    /// Whether `state`'s known move leads one copy on (see [`set`](Self::set)).
+    fn steps_one_copy_on(&self, slice: usize, state: u32) -> bool {
+        let Some(Advance::To(to)) = self.get(slice, state) else {
+            return false;
+        };
+        match (self.orbit(slice, state), self.orbit(slice, to)) {
+            (Some(from), Some(next)) => next.root == from.root && next.offset == from.offset + 1,
+            _ => false,
+        }
+    }
+
+    /// Where `state` stands on a run of states each one copy on from the one before.
+    fn orbit(&self, slice: usize, state: u32) -> Option<Orbit> {
+        let &(root, offset) = self.orbit.get(slice)?.get(state as usize)?;
+        (root != MOVE_UNKNOWN).then_some(Orbit { root, offset })
     }
 
     /// The move of `state`, if it is known and `shiftable`.
@@ -397,7 +446,32 @@ impl SliceMoves {
     fn memory_bytes(&self) -> usize {
         let rows = self.to.iter().chain(&self.reach);
         let flags = self.shiftable.iter().map(Vec::capacity).sum::<usize>();
-        rows.map(|row| row.capacity() * 4).sum::<usize>() + flags
+        let orbits = self
+            .orbit
+            .iter()
+            .map(|row| row.capacity() * 8)
+            .sum::<usize>();
+        rows.map(|row| row.capacity() * 4).sum::<usize>() + flags + orbits
+    }
+}
+
+/// What a walk is told and tells of a chain's tries of leaving tokens ([`TokenIndex::walk`]).
+struct Parts<'a> {
+    /// How each trie is served.
+    plan: &'a [PartPlan],
+    /// The walks done to remember.
+    fresh: &'a mut Vec<LeavingWalk>,
+    /// For a walk that may be cut short: its flag, and the tries it cut short.
+    cut: Option<(&'a Cell<bool>, &'a mut Vec<usize>)>,
+}
+
+impl<'a> Parts<'a> {
+    fn new(plan: &'a [PartPlan], fresh: &'a mut Vec<LeavingWalk>) -> Self {
+        Parts {
+            plan,
+            fresh,
+            cut: None,
+        }
     }
 }
 
@@ -445,6 +519,8 @@ pub struct TokenIndex {
     machine: RwLock<Machine>,
     masks: RwLock<MaskCache>,
     moves: RwLock<SliceMoves>,
+    /// Walks of tries of leaving tokens, remembered along counted strings.
+    leaving: RwLock<LeavingWalks>,
     vocab: Arc<Vocabulary>,
     tries: Arc<TokenTries>,
     eos: Vec<u32>,
@@ -580,6 +656,7 @@ impl TokenIndex {
             machine: RwLock::new(machine),
             masks: RwLock::new(MaskCache::default()),
             moves: RwLock::new(SliceMoves::default()),
+            leaving: RwLock::new(LeavingWalks::default()),
             vocab,
             tries,
             eos,
@@ -786,19 +863,17 @@ impl TokenIndex {
             None
         };
         let fit = fit.as_ref();
+        // Walks remembered along a counted string are looked up before the machine is locked;
+        // the walks done instead are remembered after (`fresh`).
+        let plan = self.leaving_plan(fit);
+        let mut fresh = Vec::new();
         {
             let m = read(&self.machine);
             if m.is_complete() {
                 let heads = m.live_bytes(state);
-                self.walk(
-                    state,
-                    &heads,
-                    fit,
-                    |s, b| m.step(s, b),
-                    &mut set,
-                    &mut visit,
-                    None,
-                );
+                let step = |s, b| m.step(s, b);
+                let parts = Parts::new(&plan, &mut fresh);
+                self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
                 return Ok(set);
             }
             // Most walks on a growing automaton only meet rows that already exist: try under the
@@ -816,10 +891,12 @@ impl TokenIndex {
                     m.step(s, b)
                 };
                 let mut unfinished = Vec::new();
-                let parts = Some((&missing, &mut unfinished));
+                let mut parts = Parts::new(&plan, &mut fresh);
+                parts.cut = Some((&missing, &mut unfinished));
                 self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {}, parts);
                 if !missing.get() {
                     if unfinished.is_empty() {
+                        self.remember_walks(&m, fit, fresh);
                         return Ok(set);
                     }
                     // Only some tries of tokens leaving a chain met a missing row (one off the
@@ -830,11 +907,18 @@ impl TokenIndex {
                         let mut failure = None;
                         let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
                         for part in unfinished {
-                            self.walk_leaving(*slice, chain, part, &mut step, &mut set, &mut visit);
+                            let plan = plan.get(part).unwrap_or(&PartPlan::Plain);
+                            let (set, visit) = (&mut set, &mut visit);
+                            let walked =
+                                self.walk_part(*slice, chain, part, plan, &mut step, set, visit);
+                            fresh.extend(walked);
                         }
                         return match failure {
                             Some(e) => Err(e),
-                            None => Ok(set),
+                            None => {
+                                self.remember_walks(&m, fit, fresh);
+                                Ok(set)
+                            }
                         };
                     }
                 }
@@ -844,15 +928,71 @@ impl TokenIndex {
         if !watched {
             set.clear();
         }
+        fresh.clear();
         let mut m = write(&self.machine);
         m.explore(state)?;
         let heads = m.live_bytes(state);
         let mut failure = None;
         let step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
-        self.walk(state, &heads, fit, step, &mut set, &mut visit, None);
+        let parts = Parts::new(&plan, &mut fresh);
+        self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
         match failure {
             Some(e) => Err(e),
-            None => Ok(set),
+            None => {
+                self.remember_walks(&m, fit, fresh);
+                Ok(set)
+            }
+        }
+    }
+
+    /// How each trie of leaving tokens of `fit`'s chain is served ([`PartPlan`]): by a walk
+    /// remembered from a state fewer copies along the same orbit, where one answers.
+    fn leaving_plan(&self, fit: Option<&Shortcut>) -> Vec<PartPlan> {
+        let Some(Shortcut::Slice { slice, chain, .. }) = fit else {
+            return Vec::new();
+        };
+        let (moves, walks) = (read(&self.moves), read(&self.leaving));
+        let leaving = self.tries.slices()[*slice].leaving();
+        let reads = leaving.iter().take_while(|(n, _)| *n < chain.len());
+        reads
+            .enumerate()
+            .map(|(part, &(n, _))| match moves.orbit(*slice, chain[n]) {
+                Some(orbit) => match walks.find(*slice, part, orbit) {
+                    Some(tokens) => PartPlan::Known(tokens),
+                    None => PartPlan::Fresh(orbit),
+                },
+                None => PartPlan::Plain,
+            })
+            .collect()
+    }
+
+    /// Remembers the `fresh` walks of `fit`'s chain ([`LeavingWalks::remember`]).
+    fn remember_walks(&self, m: &Machine, fit: Option<&Shortcut>, fresh: Vec<LeavingWalk>) {
+        let (Some(det), Some(Shortcut::Slice { slice, .. })) = (&m.determinizer, fit) else {
+            return;
+        };
+        if fresh.is_empty() {
+            return;
+        }
+        let mut walks = write(&self.leaving);
+        // A walk's state is its orbit's root renamed: the root says which copy it stands in.
+        let mut root: Option<(u32, CopyAt)> = None;
+        for walk in fresh {
+            let at = match root {
+                Some((r, at)) if r == walk.orbit.root => at,
+                _ => match det.counted_copy(walk.orbit.root) {
+                    Some(at) => {
+                        root = Some((walk.orbit.root, at));
+                        at
+                    }
+                    None => continue,
+                },
+            };
+            let at = CopyAt {
+                copy: at.copy + walk.orbit.offset,
+                ..at
+            };
+            walks.remember(det, *slice, walk, at);
         }
     }
 
@@ -868,10 +1008,11 @@ impl TokenIndex {
     /// The walk of `state`'s tokens, through `fit` if there is one; `heads` are the bytes on
     /// which `state` does not die.
     ///
-    /// With `parts`, a walk that `step` may cut short (it raises the flag and answers the dead
-    /// state where a row is missing) lists, instead, the tries of leaving tokens it cut short
-    /// ([`walk_leaving`](Self::walk_leaving)), lowering the flag after each: those are walked again
-    /// on their own, not the whole walk.
+    /// A slice's chain serves its tries of leaving tokens as `parts` plans, and lists in it the
+    /// walks it did to remember. With `parts.cut`, a walk that `step` may cut short (it raises
+    /// the flag and answers the dead state where a row is missing) lists, instead, the tries of
+    /// leaving tokens it cut short ([`walk_leaving`](Self::walk_leaving)), lowering the flag
+    /// after each: those are walked again on their own, not the whole walk.
     #[allow(clippy::too_many_arguments)]
     fn walk(
         &self,
@@ -881,7 +1022,7 @@ impl TokenIndex {
         mut step: impl FnMut(u32, u8) -> u32,
         set: &mut MaskBuilder,
         visit: &mut impl FnMut(u32, u32),
-        mut parts: Option<(&Cell<bool>, &mut Vec<usize>)>,
+        mut parts: Parts<'_>,
     ) {
         let mut trie = self.tries.full();
         match fit {
@@ -912,12 +1053,16 @@ impl TokenIndex {
                 if !chain.is_empty() {
                     let reads = slice.leaving().iter().take_while(|(n, _)| *n < chain.len());
                     for part in 0..reads.count() {
-                        self.walk_leaving(fit_slice, chain, part, &mut step, set, visit);
-                        if let Some((missing, unfinished)) = parts.as_mut() {
+                        let plan = parts.plan.get(part).unwrap_or(&PartPlan::Plain);
+                        let walked =
+                            self.walk_part(fit_slice, chain, part, plan, &mut step, set, visit);
+                        if let Some((missing, unfinished)) = parts.cut.as_mut() {
                             if missing.replace(false) {
                                 unfinished.push(part);
+                                continue;
                             }
                         }
+                        parts.fresh.extend(walked);
                     }
                     return;
                 }
@@ -970,6 +1115,54 @@ impl TokenIndex {
             set.insert(id);
             visit(id, next);
         });
+    }
+
+    /// Trie `part` of the tokens leaving slice `slice`, served as `plan` says: the tokens of a
+    /// remembered walk, or a walk ([`walk_leaving`](Self::walk_leaving)) returned to be
+    /// remembered when its state is on an orbit.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_part(
+        &self,
+        slice: usize,
+        chain: &[u32],
+        part: usize,
+        plan: &PartPlan,
+        step: &mut impl FnMut(u32, u8) -> u32,
+        set: &mut MaskBuilder,
+        visit: &mut impl FnMut(u32, u32),
+    ) -> Option<LeavingWalk> {
+        match plan {
+            PartPlan::Known(tokens) => {
+                tokens.iter().for_each(|&id| set.insert(id));
+                None
+            }
+            PartPlan::Fresh(orbit) => {
+                let (mut met, mut tokens) = (Vec::new(), Vec::new());
+                let mut watch = |s: u32, b: u8| {
+                    let to = step(s, b);
+                    // Siblings in the trie often step to one state: listed once in a row.
+                    if to != DEAD && met.last() != Some(&to) {
+                        met.push(to);
+                    }
+                    to
+                };
+                let mut keep = |id: u32, next: u32| {
+                    tokens.push(id);
+                    visit(id, next);
+                };
+                self.walk_leaving(slice, chain, part, &mut watch, set, &mut keep);
+                Some(LeavingWalk {
+                    part,
+                    orbit: *orbit,
+                    met,
+                    tokens,
+                })
+            }
+            PartPlan::Plain => {
+                self.walk_leaving(slice, chain, part, step, set, visit);
+                None
+            }
+        }
     }
 
     /// The walk of one trie of tokens leaving slice `slice` (part `part` of
@@ -1317,15 +1510,15 @@ impl TokenIndex {
         if let Some(advance) = self.shifted_move(slice, state)? {
             return Ok(advance);
         }
-        let (advance, shiftable) = self.explored_move(slice, state)?;
-        write(&self.moves).set(slice, state, advance, shiftable);
+        let (advance, flags) = self.explored_move(slice, state)?;
+        write(&self.moves).set(slice, state, advance, flags);
         Ok(advance)
     }
 
     /// Where the characters of slice `slice` lead from `state`, found by following them
-    /// ([`OneChar::advance`](crate::slice::OneChar::advance)), and whether the state one copy on
-    /// may read its move off this one ([`shiftable`]).
-    fn explored_move(&self, slice: usize, state: u32) -> Result<(Advance, bool)> {
+    /// ([`OneChar::advance`](crate::slice::OneChar::advance)), whether the state one copy on
+    /// may read its move off this one ([`shiftable`]), and whether it leads one copy on.
+    fn explored_move(&self, slice: usize, state: u32) -> Result<(Advance, MoveFlags)> {
         let chars = self.tries.slices()[slice].chars();
         let reps = self.slice_reps[slice]
             .get_or_init(|| chars.representatives(&read(&self.machine).class_of));
@@ -1338,7 +1531,7 @@ impl TokenIndex {
                 met.push(to);
                 Some(to)
             });
-            advance.map(|advance| (advance, shiftable(&m, state, &met)))
+            advance.map(|advance| (advance, move_flags(&m, state, advance, &met)))
         };
         if let Some(known) = attempt {
             return Ok(known);
@@ -1357,7 +1550,7 @@ impl TokenIndex {
         }
         // Every step answers once it may build rows, so the move is known.
         let advance = advance.unwrap_or(Advance::Mixed);
-        Ok((advance, shiftable(&m, state, &met)))
+        Ok((advance, move_flags(&m, state, advance, &met)))
     }
 
     /// The move of `state` on a slice read off that of the state one copy before it in a
@@ -1382,8 +1575,12 @@ impl TokenIndex {
             };
             (at, before)
         };
-        let Some(advance) = read(&self.moves).shiftable(slice, before) else {
-            return Ok(None);
+        let (advance, one_copy_on) = {
+            let moves = read(&self.moves);
+            let Some(advance) = moves.shiftable(slice, before) else {
+                return Ok(None);
+            };
+            (advance, moves.steps_one_copy_on(slice, before))
         };
         let advance = match advance {
             Advance::To(to) if to != DEAD => {
@@ -1399,8 +1596,13 @@ impl TokenIndex {
             }
             dead_or_mixed => dead_or_mixed,
         };
-        // The renamed move met the renamed sets, one copy further on: shiftable in turn.
-        write(&self.moves).set(slice, state, advance, true);
+        // The renamed move met the renamed sets, one copy further on: shiftable in turn; and
+        // where the move before led one copy on, this one does, renamed.
+        let flags = MoveFlags {
+            shiftable: true,
+            one_copy_on,
+        };
+        write(&self.moves).set(slice, state, advance, flags);
         Ok(Some(advance))
     }
 
@@ -1443,6 +1645,7 @@ impl TokenIndex {
         read(&self.machine).memory_bytes()
             + read(&self.masks).bytes
             + read(&self.moves).memory_bytes()
+            + read(&self.leaving).memory_bytes()
             + self.tries.memory_bytes()
     }
 
@@ -1452,17 +1655,34 @@ impl TokenIndex {
     }
 }
 
-/// Whether a slice move from `state` that stepped to the states `met` may be renamed one copy on
-/// along `state`'s counted repetition: `state` stands in one copy of one, not the first, and
-/// every set the move met stayed in that copy and the next ([`crate::dfa::CopyAt`]).
-fn shiftable(m: &Machine, state: u32, met: &[u32]) -> bool {
+/// What is known of a slice move besides where it leads.
+#[derive(Debug, Clone, Copy, Default)]
+struct MoveFlags {
+    /// The move may be renamed one copy on along the state's counted repetition: the state
+    /// stands in one copy of one, not the first, and every set the move met stayed in that copy
+    /// and the next ([`crate::dfa::CopyAt`]).
+    shiftable: bool,
+    /// The move leads to the state's own key one copy on.
+    one_copy_on: bool,
+}
+
+/// The [`MoveFlags`] of a slice move from `state` that leads to `advance` and stepped to the
+/// states `met`.
+fn move_flags(m: &Machine, state: u32, advance: Advance, met: &[u32]) -> MoveFlags {
     let Some(det) = &m.determinizer else {
-        return false;
+        return MoveFlags::default();
     };
     let Some(at) = det.counted_copy(state) else {
-        return false;
+        return MoveFlags::default();
     };
-    at.copy >= 1 && met.iter().all(|&to| det.stays_in_copies(to, at))
+    let one_copy_on = match advance {
+        Advance::To(to) if to != DEAD => det.is_one_copy_on(to, state, at.embedding),
+        _ => false,
+    };
+    MoveFlags {
+        shiftable: at.copy >= 1 && met.iter().all(|&to| det.stays_in_copies(to, at)),
+        one_copy_on,
+    }
 }
 
 /// `m`'s step from `state` on `byte`, building the row it needs; the first error is kept in
@@ -1732,10 +1952,88 @@ mod tests {
             let idx = index(pattern, &v, true);
             let first = idx.next_state(idx.initial_state(), a).unwrap();
             for slice in 0..idx.tries.slices().len() {
-                let (_, shiftable) = idx.explored_move(slice, first).unwrap();
-                assert_eq!(shiftable, expected, "{pattern}, slice {slice}");
+                let (_, flags) = idx.explored_move(slice, first).unwrap();
+                assert_eq!(flags.shiftable, expected, "{pattern}, slice {slice}");
             }
         }
+    }
+
+    /// A trie of leaving tokens served by a walk remembered fewer copies back along a counted
+    /// string keeps the tokens its own walk keeps: checked for every state and trie served so
+    /// after masks along texts of up to three tokens, on both sides of a minimum count, towards
+    /// the end, through escapes and multi-byte characters, and where the text may enter the
+    /// repetition again; and the masks equal a brute-force check of every token.
+    #[test]
+    fn remembered_leaving_walks_equal_fresh_walks() {
+        let mut words: Vec<String> = [
+            "a", "b", "x", "\"", "\",", "\"}", "\\", "\\n", "\\u00e9", "\\u00", "é", "中", "a\"",
+            "ab\"", "a\\n", "\\na", "\\nab\"", "é\"", ",", "}", "\n",
+        ]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+        for n in [3, 5, 8, 13] {
+            let run = "ab".repeat(n)[..n].to_string();
+            words.push(format!("{run}\""));
+            words.push(format!("{run}\\t"));
+            words.push(format!("{run}\\nab"));
+            words.push(run);
+        }
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let patterns = [
+            r#""(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,30}"(?:,|\})"#,
+            r#""(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){6,24}""#,
+            r#"(?:[^"\\]|\\n){2,40}"b?"#,
+            r#"(?:"(?:[^"\\]|\\n){0,20}",)*"#,
+            r#".{0,40}"x"#,
+        ];
+        let mut served = 0;
+        for pattern in patterns {
+            let idx = index(pattern, &v, true);
+            let mut frontier = vec![idx.initial_state()];
+            for _ in 0..3 {
+                let mut next = Vec::new();
+                for state in frontier {
+                    for t in idx.mask(state).unwrap().ids() {
+                        if !v.is_eos(t) {
+                            next.push(idx.next_state(state, i64::from(t)).unwrap());
+                        }
+                    }
+                }
+                next.sort_unstable();
+                next.dedup();
+                frontier = next;
+            }
+            let states = read(&idx.machine).num_states() as u32;
+            for state in 1..states {
+                let fit = idx.slice_fit(state).unwrap();
+                let Some(Shortcut::Slice { slice, chain, .. }) = &fit else {
+                    continue;
+                };
+                for (part, plan) in idx.leaving_plan(fit.as_ref()).iter().enumerate() {
+                    let PartPlan::Known(remembered) = plan else {
+                        continue;
+                    };
+                    served += 1;
+                    let mut walked = MaskBuilder::new(v.vocab_size());
+                    let mut m = write(&idx.machine);
+                    let mut failure = None;
+                    let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
+                    idx.walk_leaving(*slice, chain, part, &mut step, &mut walked, &mut |_, _| {});
+                    assert!(failure.is_none());
+                    let mut remembered = remembered.to_vec();
+                    remembered.sort_unstable();
+                    let walked = walked.finish().ids();
+                    assert_eq!(remembered, walked, "{pattern}: state {state}, part {part}");
+                }
+            }
+        }
+        assert!(
+            served > 100,
+            "only {served} tries were served by remembered walks"
+        );
+        assert_patterns_equal_brute_force(&patterns, &v, 3);
     }
 
     /// Tokens that end part-way through a character count it among a slice's characters when

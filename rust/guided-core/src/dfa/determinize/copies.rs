@@ -177,3 +177,67 @@ impl Determinizer {
         self.intern_key().map(Some)
     }
 }
+
+impl Determinizer {
+    /// The lowest and highest copies of occurrence `embedding` that `state`'s entries stand in;
+    /// `None` when it has none. The overflow state stands in copy 0, which nothing renames.
+    pub fn copies_of(&self, state: u32, embedding: usize) -> Option<(u32, u32)> {
+        if self.overflow == Some(state) {
+            return Some((0, 0));
+        }
+        let e = self.nfa.embeddings().get(embedding)?;
+        let end = block_end(e);
+        let mut span: Option<(u32, u32)> = None;
+        for &x in self.entries(state) {
+            let id = state_of(x);
+            if id < e.base || u64::from(id) >= end {
+                continue;
+            }
+            let copy = (id - e.base) / e.stride;
+            span = Some(match span {
+                None => (copy, copy),
+                Some((lo, hi)) => (lo.min(copy), hi.max(copy)),
+            });
+        }
+        span
+    }
+
+    /// Whether `state`'s key is `of`'s with the entries of occurrence `embedding` one copy on:
+    /// whether `state` is `σ` of `of` (see the module documentation).
+    pub fn is_one_copy_on(&self, state: u32, of: u32, embedding: usize) -> bool {
+        match (
+            self.shifted_key(of, embedding, true),
+            self.sets.get(state as usize),
+        ) {
+            (Some(shifted), Some(key)) => shifted[..] == key[..],
+            _ => false,
+        }
+    }
+
+    /// The highest copy `hi` such that renaming one copy on commutes with the automaton on
+    /// every set whose entries of occurrence `embedding` stand in copies `lo..=hi` (and that
+    /// enters no copy 0 from outside); `None` when not even `lo..=lo + 1` does.
+    ///
+    /// That is [`copies_alike`](Self::copies_alike) of every copy from `lo + 1` to `hi`: an
+    /// entry of copy `k` needs copies `k` and `k + 1` to agree, which `copies_alike(k)` and
+    /// `copies_alike(k + 1)` each vouch for. Since the exit opens once and stays open, the
+    /// copies agree on it from `lo` to `hi + 1` exactly when `lo` and `hi + 1` do, so the
+    /// answer is where the copies stop having a next copy or the exit opens.
+    pub fn commuting_copies(&self, embedding: usize, lo: u32) -> Option<u32> {
+        let e = self.nfa.embeddings().get(embedding)?;
+        let automaton = &self.nfa.automata()[e.automaton as usize];
+        if lo == 0 || automaton.is_accepting(automaton.start()) {
+            return None;
+        }
+        // `copies_alike(m)` asks `m + 2 < copies` and, for a closed exit at `lo`, that it is
+        // still closed after `m + 1` (`m + 2 < min`).
+        let open = lo + 1 >= e.min;
+        let last_with_next = e.copies.checked_sub(3)?;
+        let hi = if open {
+            last_with_next
+        } else {
+            last_with_next.min(e.min.checked_sub(3)?)
+        };
+        (hi > lo).then_some(hi)
+    }
+}
