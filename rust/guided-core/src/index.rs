@@ -64,7 +64,7 @@ use crate::vocab::Vocabulary;
 
 mod leaving;
 
-use leaving::{LeavingWalk, LeavingWalks, Orbit, PartPlan};
+use leaving::{FreshWalks, LeavingWalks, Orbit, PartPlan};
 
 /// The dead state: nothing can follow.
 pub const DEAD: u32 = 0;
@@ -460,13 +460,13 @@ struct Parts<'a> {
     /// How each trie is served.
     plan: &'a [PartPlan],
     /// The walks done to remember.
-    fresh: &'a mut Vec<LeavingWalk>,
+    fresh: &'a mut FreshWalks,
     /// For a walk that may be cut short: its flag, and the tries it cut short.
     cut: Option<(&'a Cell<bool>, &'a mut Vec<usize>)>,
 }
 
 impl<'a> Parts<'a> {
-    fn new(plan: &'a [PartPlan], fresh: &'a mut Vec<LeavingWalk>) -> Self {
+    fn new(plan: &'a [PartPlan], fresh: &'a mut FreshWalks) -> Self {
         Parts {
             plan,
             fresh,
@@ -866,7 +866,7 @@ impl TokenIndex {
         // Walks remembered along a counted string are looked up before the machine is locked;
         // the walks done instead are remembered after (`fresh`).
         let plan = self.leaving_plan(fit);
-        let mut fresh = Vec::new();
+        let mut fresh = FreshWalks::default();
         {
             let m = read(&self.machine);
             if m.is_complete() {
@@ -896,7 +896,7 @@ impl TokenIndex {
                 self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {}, parts);
                 if !missing.get() {
                     if unfinished.is_empty() {
-                        self.remember_walks(&m, fit, fresh);
+                        self.remember_walks(&m, fit, &fresh);
                         return Ok(set);
                     }
                     // Only some tries of tokens leaving a chain met a missing row (one off the
@@ -907,16 +907,17 @@ impl TokenIndex {
                         let mut failure = None;
                         let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
                         for part in unfinished {
-                            let plan = plan.get(part).unwrap_or(&PartPlan::Plain);
-                            let (set, visit) = (&mut set, &mut visit);
-                            let walked =
-                                self.walk_part(*slice, chain, part, plan, &mut step, set, visit);
-                            fresh.extend(walked);
+                            let plan = plan.get(part).copied().unwrap_or(PartPlan::Plain);
+                            let (set, visit, fresh) = (&mut set, &mut visit, &mut fresh);
+                            self.walk_part(*slice, chain, part, plan, &mut step, set, visit, fresh);
+                            if let PartPlan::Fresh(orbit) = plan {
+                                fresh.close(part, orbit);
+                            }
                         }
                         return match failure {
                             Some(e) => Err(e),
                             None => {
-                                self.remember_walks(&m, fit, fresh);
+                                self.remember_walks(&m, fit, &fresh);
                                 Ok(set)
                             }
                         };
@@ -939,7 +940,7 @@ impl TokenIndex {
         match failure {
             Some(e) => Err(e),
             None => {
-                self.remember_walks(&m, fit, fresh);
+                self.remember_walks(&m, fit, &fresh);
                 Ok(set)
             }
         }
@@ -954,46 +955,59 @@ impl TokenIndex {
         let (moves, walks) = (read(&self.moves), read(&self.leaving));
         let leaving = self.tries.slices()[*slice].leaving();
         let reads = leaving.iter().take_while(|(n, _)| *n < chain.len());
+        // The chain's states mostly stand on one orbit: its walks are looked up once.
+        let mut last: Option<(u32, &[u32])> = None;
         reads
             .enumerate()
-            .map(|(part, &(n, _))| match moves.orbit(*slice, chain[n]) {
-                Some(orbit) => match walks.find(*slice, part, orbit) {
-                    Some(tokens) => PartPlan::Known(tokens),
+            .map(|(part, &(n, _))| {
+                let Some(orbit) = moves.orbit(*slice, chain[n]) else {
+                    return PartPlan::Plain;
+                };
+                let remembered = match last {
+                    Some((root, remembered)) if root == orbit.root => remembered,
+                    _ => walks.orbit(*slice, orbit.root),
+                };
+                last = Some((orbit.root, remembered));
+                match walks.find(remembered, part, orbit.offset) {
+                    Some(walk) => PartPlan::Known(walk),
                     None => PartPlan::Fresh(orbit),
-                },
-                None => PartPlan::Plain,
+                }
             })
             .collect()
     }
 
+    /// Adds the tokens of the remembered walks `plan` serves tries by.
+    fn add_known(&self, plan: &[PartPlan], set: &mut MaskBuilder) {
+        if !plan.iter().any(|p| matches!(p, PartPlan::Known(_))) {
+            return;
+        }
+        let walks = read(&self.leaving);
+        for p in plan {
+            if let PartPlan::Known(walk) = p {
+                walks.add(*walk, set);
+            }
+        }
+    }
+
     /// Remembers the `fresh` walks of `fit`'s chain ([`LeavingWalks::remember`]).
-    fn remember_walks(&self, m: &Machine, fit: Option<&Shortcut>, fresh: Vec<LeavingWalk>) {
+    fn remember_walks(&self, m: &Machine, fit: Option<&Shortcut>, fresh: &FreshWalks) {
         let (Some(det), Some(Shortcut::Slice { slice, .. })) = (&m.determinizer, fit) else {
             return;
         };
         if fresh.is_empty() {
             return;
         }
-        let mut walks = write(&self.leaving);
-        // A walk's state is its orbit's root renamed: the root says which copy it stands in.
-        let mut root: Option<(u32, CopyAt)> = None;
-        for walk in fresh {
-            let at = match root {
-                Some((r, at)) if r == walk.orbit.root => at,
-                _ => match det.counted_copy(walk.orbit.root) {
-                    Some(at) => {
-                        root = Some((walk.orbit.root, at));
-                        at
-                    }
-                    None => continue,
-                },
-            };
-            let at = CopyAt {
-                copy: at.copy + walk.orbit.offset,
-                ..at
-            };
-            walks.remember(det, *slice, walk, at);
-        }
+        // The walks of one chain mostly share a root: its copy is found once.
+        let mut last: Option<(u32, Option<CopyAt>)> = None;
+        let copy_of = |root: u32| match last {
+            Some((r, at)) if r == root => at,
+            _ => {
+                let at = det.counted_copy(root);
+                last = Some((root, at));
+                at
+            }
+        };
+        write(&self.leaving).remember(det, *slice, fresh, copy_of);
     }
 
     /// Adds the EOS ids to `set` where `state` accepts.
@@ -1051,18 +1065,23 @@ impl TokenIndex {
                     );
                 }
                 if !chain.is_empty() {
+                    // After the slice's members, which make the set dense: each token a bit.
+                    self.add_known(parts.plan, set);
                     let reads = slice.leaving().iter().take_while(|(n, _)| *n < chain.len());
                     for part in 0..reads.count() {
-                        let plan = parts.plan.get(part).unwrap_or(&PartPlan::Plain);
-                        let walked =
-                            self.walk_part(fit_slice, chain, part, plan, &mut step, set, visit);
+                        let plan = parts.plan.get(part).copied().unwrap_or(PartPlan::Plain);
+                        let fresh = &mut *parts.fresh;
+                        self.walk_part(fit_slice, chain, part, plan, &mut step, set, visit, fresh);
                         if let Some((missing, unfinished)) = parts.cut.as_mut() {
                             if missing.replace(false) {
                                 unfinished.push(part);
+                                parts.fresh.drop_open();
                                 continue;
                             }
                         }
-                        parts.fresh.extend(walked);
+                        if let PartPlan::Fresh(orbit) = plan {
+                            parts.fresh.close(part, orbit);
+                        }
                     }
                     return;
                 }
@@ -1117,31 +1136,31 @@ impl TokenIndex {
         });
     }
 
-    /// Trie `part` of the tokens leaving slice `slice`, served as `plan` says: the tokens of a
-    /// remembered walk, or a walk ([`walk_leaving`](Self::walk_leaving)) returned to be
-    /// remembered when its state is on an orbit.
+    /// Trie `part` of the tokens leaving slice `slice`, served as `plan` says: nothing to do
+    /// for a remembered walk (whose tokens [`add_known`](Self::add_known) adds), and a walk
+    /// otherwise ([`walk_leaving`](Self::walk_leaving)), whose met states and tokens are listed
+    /// in `fresh` when its state is on an orbit (the caller closes the walk there, or drops it).
     #[allow(clippy::too_many_arguments)]
     fn walk_part(
         &self,
         slice: usize,
         chain: &[u32],
         part: usize,
-        plan: &PartPlan,
+        plan: PartPlan,
         step: &mut impl FnMut(u32, u8) -> u32,
         set: &mut MaskBuilder,
         visit: &mut impl FnMut(u32, u32),
-    ) -> Option<LeavingWalk> {
+        fresh: &mut FreshWalks,
+    ) {
         match plan {
-            PartPlan::Known(tokens) => {
-                tokens.iter().for_each(|&id| set.insert(id));
-                None
-            }
-            PartPlan::Fresh(orbit) => {
-                let (mut met, mut tokens) = (Vec::new(), Vec::new());
+            PartPlan::Known(_) => {}
+            PartPlan::Fresh(_) => {
+                let (met, tokens) = (&mut fresh.met, &mut fresh.tokens);
+                let from = met.len();
                 let mut watch = |s: u32, b: u8| {
                     let to = step(s, b);
                     // Siblings in the trie often step to one state: listed once in a row.
-                    if to != DEAD && met.last() != Some(&to) {
+                    if to != DEAD && (met.len() == from || met.last() != Some(&to)) {
                         met.push(to);
                     }
                     to
@@ -1151,17 +1170,8 @@ impl TokenIndex {
                     visit(id, next);
                 };
                 self.walk_leaving(slice, chain, part, &mut watch, set, &mut keep);
-                Some(LeavingWalk {
-                    part,
-                    orbit: *orbit,
-                    met,
-                    tokens,
-                })
             }
-            PartPlan::Plain => {
-                self.walk_leaving(slice, chain, part, step, set, visit);
-                None
-            }
+            PartPlan::Plain => self.walk_leaving(slice, chain, part, step, set, visit),
         }
     }
 
@@ -2011,22 +2021,24 @@ mod tests {
                 let Some(Shortcut::Slice { slice, chain, .. }) = &fit else {
                     continue;
                 };
-                for (part, plan) in idx.leaving_plan(fit.as_ref()).iter().enumerate() {
-                    let PartPlan::Known(remembered) = plan else {
-                        continue;
-                    };
+                let mut remembered = MaskBuilder::new(v.vocab_size());
+                let plan = idx.leaving_plan(fit.as_ref());
+                idx.add_known(&plan, &mut remembered);
+                let mut walked = MaskBuilder::new(v.vocab_size());
+                let mut m = write(&idx.machine);
+                let mut failure = None;
+                let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
+                for (part, _) in plan
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| matches!(p, PartPlan::Known(_)))
+                {
                     served += 1;
-                    let mut walked = MaskBuilder::new(v.vocab_size());
-                    let mut m = write(&idx.machine);
-                    let mut failure = None;
-                    let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
                     idx.walk_leaving(*slice, chain, part, &mut step, &mut walked, &mut |_, _| {});
-                    assert!(failure.is_none());
-                    let mut remembered = remembered.to_vec();
-                    remembered.sort_unstable();
-                    let walked = walked.finish().ids();
-                    assert_eq!(remembered, walked, "{pattern}: state {state}, part {part}");
                 }
+                assert!(failure.is_none());
+                let (remembered, walked) = (remembered.finish().ids(), walked.finish().ids());
+                assert_eq!(remembered, walked, "{pattern}: state {state}");
             }
         }
         assert!(

@@ -23,15 +23,17 @@
 //! each remembered walk kept (tens, for a string inside an object), and at a mask, one lookup
 //! per trie instead of its walk.
 
-use std::sync::Arc;
-
 use rustc_hash::FxHashMap;
 
+use crate::bitmask::MaskBuilder;
 use crate::dfa::{CopyAt, Determinizer};
 
 /// Most walks remembered per slice, trie and orbit: one per stretch of copies that move on
 /// alike (before `minLength`, after it), with room to spare.
 const MAX_WALKS: usize = 8;
+
+/// Ends a list of walks.
+const NO_WALK: u32 = u32::MAX;
 
 /// Where a state stands on a run of states each one copy on from the one before: `root`
 /// renamed `offset` copies on.
@@ -43,95 +45,194 @@ pub(super) struct Orbit {
     pub offset: u32,
 }
 
-/// The tokens one trie kept, walked from the state at offset `first` of an orbit, and the last
-/// offset whose walk is the same one renamed.
+/// The tokens one trie kept (`tokens` in [`LeavingWalks::tokens`]), walked from the state at
+/// offset `first` of an orbit, the last offset whose walk is the same one renamed, and the
+/// next walk remembered for the same slice, trie and orbit.
 #[derive(Debug)]
 struct Walk {
     first: u32,
     last: u32,
-    tokens: Arc<[u32]>,
+    tokens: (u32, u32),
+    next: u32,
 }
 
+/// A remembered walk, as an index into [`LeavingWalks`] (which only grows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WalkId(u32);
+
 /// How one trie of a chain's leaving tokens is served.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PartPlan {
-    /// By a remembered walk: these tokens.
-    Known(Arc<[u32]>),
-    /// By a walk from a state on this orbit, to remember ([`LeavingWalk`]).
+    /// By a remembered walk ([`LeavingWalks::add`]).
+    Known(WalkId),
+    /// By a walk from a state on this orbit, to remember ([`FreshWalks`]).
     Fresh(Orbit),
     /// By a walk from a state on no orbit.
     Plain,
 }
 
-/// A walk of one trie done in full from the state at `orbit` ([`PartPlan::Fresh`]): the
-/// states its steps met and the tokens it kept.
-#[derive(Debug)]
-pub(super) struct LeavingWalk {
-    pub part: usize,
-    pub orbit: Orbit,
+/// Walks of tries done in full from states on orbits ([`PartPlan::Fresh`]), to remember: per
+/// walk its trie, its state's orbit, and where its met states and kept tokens end in the
+/// shared lists (one allocation for all of a mask's walks).
+#[derive(Debug, Default)]
+pub(super) struct FreshWalks {
+    walks: Vec<(usize, Orbit, usize, usize)>,
+    /// The states the walks' steps met (a state met twice in a row listed once).
     pub met: Vec<u32>,
+    /// The tokens the walks kept.
     pub tokens: Vec<u32>,
 }
 
-/// Remembered walks of tries of leaving tokens, per slice, trie and orbit.
+impl FreshWalks {
+    /// Closes the walk of trie `part` from the state at `orbit`, whose met states and tokens
+    /// are those listed since the last walk closed or dropped.
+    pub(super) fn close(&mut self, part: usize, orbit: Orbit) {
+        self.walks
+            .push((part, orbit, self.met.len(), self.tokens.len()));
+    }
+
+    /// Forgets what was listed since the last walk closed (a walk cut short).
+    pub(super) fn drop_open(&mut self) {
+        let (met, tokens) = self.walks.last().map_or((0, 0), |w| (w.2, w.3));
+        self.met.truncate(met);
+        self.tokens.truncate(tokens);
+    }
+
+    /// Forgets every walk.
+    pub(super) fn clear(&mut self) {
+        self.walks.clear();
+        self.met.clear();
+        self.tokens.clear();
+    }
+
+    /// Whether no walk was closed.
+    pub(super) fn is_empty(&self) -> bool {
+        self.walks.is_empty()
+    }
+}
+
+/// Remembered walks of tries of leaving tokens, per slice, orbit and trie.
 #[derive(Debug, Default)]
 pub(super) struct LeavingWalks {
-    walks: FxHashMap<(u32, u32, u32), Vec<Walk>>,
-    bytes: usize,
+    /// Per slice and orbit root, the last walk remembered for each trie (`NO_WALK` for none):
+    /// one hash lookup serves a chain's tries, which mostly share a root.
+    orbits: FxHashMap<(u32, u32), Vec<u32>>,
+    walks: Vec<Walk>,
+    /// The tokens of every walk, one after another.
+    tokens: Vec<u32>,
 }
 
 impl LeavingWalks {
-    /// The tokens trie `part` of slice `slice` keeps from the state at `orbit`, if a
-    /// remembered walk answers for it.
-    pub(super) fn find(&self, slice: usize, part: usize, orbit: Orbit) -> Option<Arc<[u32]>> {
-        let walks = self.walks.get(&(slice as u32, part as u32, orbit.root))?;
-        walks
-            .iter()
-            .find(|w| w.first <= orbit.offset && orbit.offset <= w.last)
-            .map(|w| Arc::clone(&w.tokens))
+    /// The remembered walks of slice `slice`'s tries from states on the orbit of `root`, per
+    /// trie, for [`find`](Self::find).
+    pub(super) fn orbit(&self, slice: usize, root: u32) -> &[u32] {
+        self.orbits
+            .get(&(slice as u32, root))
+            .map_or(&[], Vec::as_slice)
     }
 
-    /// Remembers `walk` of slice `slice`'s trie, whose state stands in copy `at`, for the
-    /// offsets on its orbit whose walks are it renamed; a walk that met a set on which renaming
-    /// does not commute is dropped.
+    /// The remembered walk that answers for trie `part` from the state at `offset` on an orbit
+    /// whose walks are `orbit` ([`orbit`](Self::orbit)), if there is one.
+    pub(super) fn find(&self, orbit: &[u32], part: usize, offset: u32) -> Option<WalkId> {
+        let mut at = orbit.get(part).copied().unwrap_or(NO_WALK);
+        while let Some(walk) = self.walks.get(at as usize) {
+            if walk.first <= offset && offset <= walk.last {
+                return Some(WalkId(at));
+            }
+            at = walk.next;
+        }
+        None
+    }
+
+    /// Adds the tokens of walk `id` to `set`.
+    pub(super) fn add(&self, id: WalkId, set: &mut MaskBuilder) {
+        if let Some(walk) = self.walks.get(id.0 as usize) {
+            let (start, len) = walk.tokens;
+            let tokens = &self.tokens[start as usize..][..len as usize];
+            tokens.iter().for_each(|&id| set.insert(id));
+        }
+    }
+
+    /// Remembers the `fresh` walks of slice `slice`'s tries, for the offsets on their orbits
+    /// whose walks are them renamed; a walk that met a set on which renaming does not commute
+    /// is dropped. `copy_of` says which copy a root stands in.
     pub(super) fn remember(
         &mut self,
         det: &Determinizer,
         slice: usize,
-        walk: LeavingWalk,
-        at: CopyAt,
+        fresh: &FreshWalks,
+        mut copy_of: impl FnMut(u32) -> Option<CopyAt>,
     ) {
-        let (mut lo, mut hi) = (at.copy, at.copy);
-        for &s in &walk.met {
-            if let Some((l, h)) = det.copies_of(s, at.embedding) {
-                lo = lo.min(l);
-                hi = hi.max(h);
+        let (mut met_from, mut tokens_from) = (0, 0);
+        for &(part, orbit, met_end, tokens_end) in &fresh.walks {
+            let met = &fresh.met[met_from..met_end];
+            let tokens = &fresh.tokens[tokens_from..tokens_end];
+            (met_from, tokens_from) = (met_end, tokens_end);
+            // A walk's state is its orbit's root renamed `offset` copies on.
+            let Some(root) = copy_of(orbit.root) else {
+                continue;
+            };
+            let at = root.copy + orbit.offset;
+            let (mut lo, mut hi) = (at, at);
+            for &s in met {
+                if let Some((l, h)) = det.copies_of(s, root.embedding) {
+                    lo = lo.min(l);
+                    hi = hi.max(h);
+                }
             }
+            // The walk `d` copies on meets the copies `lo + d..=hi + d`; renaming commutes on
+            // the sets of copies `lo..=hi + d - 1` as far as `top`, so `d` goes up to
+            // `top - hi + 1`.
+            let Some(top) = det.commuting_copies(root.embedding, lo) else {
+                continue;
+            };
+            if top < hi {
+                continue;
+            }
+            let offsets = (orbit.offset, orbit.offset + (top - hi) + 1);
+            self.push((slice, orbit.root), part, offsets, tokens);
         }
-        // The walk `d` copies on meets the copies `lo + d..=hi + d`; renaming commutes on the
-        // sets of copies `lo..=hi + d - 1` as far as `top`, so `d` goes up to `top - hi + 1`.
-        let Some(top) = det.commuting_copies(at.embedding, lo) else {
-            return;
-        };
-        if top < hi {
+    }
+
+    /// Adds a walk of trie `part` answering for the offsets `first..=last` of an orbit, unless
+    /// one answers for `first` already or the trie has its fill of walks there.
+    fn push(
+        &mut self,
+        (slice, root): (usize, u32),
+        part: usize,
+        (first, last): (u32, u32),
+        tokens: &[u32],
+    ) {
+        let heads = self.orbits.entry((slice as u32, root)).or_default();
+        if heads.len() <= part {
+            heads.resize(part + 1, NO_WALK);
+        }
+        let (mut at, mut count) = (heads[part], 0);
+        while let Some(walk) = self.walks.get(at as usize) {
+            if walk.first <= first && first <= walk.last {
+                return;
+            }
+            (at, count) = (walk.next, count + 1);
+        }
+        if count >= MAX_WALKS {
             return;
         }
-        let key = (slice as u32, walk.part as u32, walk.orbit.root);
-        let walks = self.walks.entry(key).or_default();
-        let first = walk.orbit.offset;
-        if walks.len() >= MAX_WALKS || walks.iter().any(|w| w.first <= first && first <= w.last) {
-            return;
-        }
-        self.bytes += walk.tokens.len() * 4 + std::mem::size_of::<Walk>();
-        walks.push(Walk {
+        let start = self.tokens.len() as u32;
+        self.tokens.extend_from_slice(tokens);
+        self.walks.push(Walk {
             first,
-            last: first + (top - hi) + 1,
-            tokens: walk.tokens.into(),
+            last,
+            tokens: (start, tokens.len() as u32),
+            next: heads[part],
         });
+        heads[part] = (self.walks.len() - 1) as u32;
     }
 
     /// Bytes held by the remembered walks.
     pub(super) fn memory_bytes(&self) -> usize {
-        self.bytes
+        let heads = self.orbits.values().map(|h| h.capacity() * 4 + 32);
+        self.tokens.capacity() * 4
+            + self.walks.capacity() * std::mem::size_of::<Walk>()
+            + heads.sum::<usize>()
     }
 }
