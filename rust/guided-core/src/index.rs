@@ -947,7 +947,8 @@ impl TokenIndex {
     }
 
     /// How each trie of leaving tokens of `fit`'s chain is served ([`PartPlan`]): by a walk
-    /// remembered from a state fewer copies along the same orbit, where one answers.
+    /// remembered from a state fewer copies along the same orbit, where one answers. Tries
+    /// past the end of the plan are [`PartPlan::Plain`].
     fn leaving_plan(&self, fit: Option<&Shortcut>) -> Vec<PartPlan> {
         let Some(Shortcut::Slice { slice, chain, .. }) = fit else {
             return Vec::new();
@@ -955,25 +956,26 @@ impl TokenIndex {
         let (moves, walks) = (read(&self.moves), read(&self.leaving));
         let leaving = self.tries.slices()[*slice].leaving();
         let reads = leaving.iter().take_while(|(n, _)| *n < chain.len());
-        // The chain's states mostly stand on one orbit: its walks are looked up once.
+        // The chain's states mostly stand on one orbit: its walks are looked up once. A chain
+        // on no orbit (a free string's, which loops) plans nothing and allocates nothing.
         let mut last: Option<(u32, &[u32])> = None;
-        reads
-            .enumerate()
-            .map(|(part, &(n, _))| {
-                let Some(orbit) = moves.orbit(*slice, chain[n]) else {
-                    return PartPlan::Plain;
-                };
-                let remembered = match last {
-                    Some((root, remembered)) if root == orbit.root => remembered,
-                    _ => walks.orbit(*slice, orbit.root),
-                };
-                last = Some((orbit.root, remembered));
-                match walks.find(remembered, part, orbit.offset) {
-                    Some(walk) => PartPlan::Known(walk),
-                    None => PartPlan::Fresh(orbit),
-                }
-            })
-            .collect()
+        let mut plan = Vec::new();
+        for (part, &(n, _)) in reads.enumerate() {
+            let Some(orbit) = moves.orbit(*slice, chain[n]) else {
+                continue;
+            };
+            let remembered = match last {
+                Some((root, remembered)) if root == orbit.root => remembered,
+                _ => walks.orbit(*slice, orbit.root),
+            };
+            last = Some((orbit.root, remembered));
+            plan.resize(part, PartPlan::Plain);
+            plan.push(match walks.find(remembered, part, orbit.offset) {
+                Some(walk) => PartPlan::Known(walk),
+                None => PartPlan::Fresh(orbit),
+            });
+        }
+        plan
     }
 
     /// Adds the tokens of the remembered walks `plan` serves tries by.
