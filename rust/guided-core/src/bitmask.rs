@@ -215,7 +215,7 @@ const LISTED_IDS: usize = 256;
 /// part of the vocabulary (inside a string). Starting from packed words costs the few-token
 /// states three passes over the whole vocabulary's words (zeroing them, merging a slice's set
 /// into them, and scanning them again to find that a list is smaller), each as long as the
-/// vocabulary, for ten ids. A list costs nothing per vocabulary size; past [`LISTED_IDS`] ids
+/// vocabulary, for ten ids. A list costs nothing per vocabulary size; past `LISTED_IDS` ids
 /// taken one by one (a walk's), the ids move to packed words, and from then on the set is built,
 /// and compacted by [`Mask::from_set`], exactly as it was. A sparse mask added whole (a class
 /// slice's tokens: the thousand numbers up to three digits of a 200k vocabulary) is copied into

@@ -18,10 +18,11 @@
 //!
 //! Which states are one copy on from which is learnt while following the chain: a slice move
 //! whose target is its own state's key one copy on puts both on one *orbit*, and a state's
-//! place on it ([`Orbit`]) says how many copies on from the orbit's root it is. A remembered
-//! walk is keyed by slice, trie and root, and answers for a range of offsets. Cost: the tokens
-//! each remembered walk kept (tens, for a string inside an object), and at a mask, one lookup
-//! per trie instead of its walk.
+//! place on it ([`Orbit`]) says how many copies on from the orbit's root it is. Remembered walks
+//! are listed per slice and root, one list per trie, each answering for a range of offsets.
+//! Cost: the tokens each remembered walk kept (tens, for a string inside an object); a mask's
+//! walks also list the states they met, which is paid once per trie and stretch of copies; and
+//! at a mask, one lookup per trie instead of its walk.
 
 use rustc_hash::FxHashMap;
 
@@ -45,9 +46,10 @@ pub(super) struct Orbit {
     pub offset: u32,
 }
 
-/// The tokens one trie kept (`tokens` in [`LeavingWalks::tokens`]), walked from the state at
-/// offset `first` of an orbit, the last offset whose walk is the same one renamed, and the
-/// next walk remembered for the same slice, trie and orbit.
+/// A remembered walk: the tokens one trie kept (where they lie in the pool of
+/// [`LeavingWalks`]), walked from the state at offset `first` of an orbit; the last offset whose
+/// walk is the same one renamed; and the walk remembered before it for the same slice, orbit and
+/// trie.
 #[derive(Debug)]
 struct Walk {
     first: u32,
