@@ -1892,6 +1892,24 @@ mod tests {
         assert_patterns_equal_brute_force(&patterns, &v, 3);
     }
 
+    /// Computes the mask of every state a text of up to `depth` tokens reaches.
+    fn mask_texts(idx: &TokenIndex, v: &Vocabulary, depth: usize) {
+        let mut frontier = vec![idx.initial_state()];
+        for _ in 0..depth {
+            let mut next = Vec::new();
+            for state in frontier {
+                for t in idx.mask(state).unwrap().ids() {
+                    if !v.is_eos(t) {
+                        next.push(idx.next_state(state, i64::from(t)).unwrap());
+                    }
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            frontier = next;
+        }
+    }
+
     /// The states of a counted repetition read their slice moves off the copy before them
     /// (`shifted_move`) where the copies around them move on alike: each move read off equals
     /// the move followed from scratch, on both sides of a minimum count, towards the last copies,
@@ -1928,20 +1946,7 @@ mod tests {
         for pattern in patterns {
             let idx = index(pattern, &v, true);
             // Masks along every text of up to three tokens follow the chains there.
-            let mut frontier = vec![idx.initial_state()];
-            for _ in 0..3 {
-                let mut next = Vec::new();
-                for state in frontier {
-                    for t in idx.mask(state).unwrap().ids() {
-                        if !v.is_eos(t) {
-                            next.push(idx.next_state(state, i64::from(t)).unwrap());
-                        }
-                    }
-                }
-                next.sort_unstable();
-                next.dedup();
-                frontier = next;
-            }
+            mask_texts(&idx, &v, 3);
             let states = read(&idx.machine).num_states() as u32;
             for slice in 0..idx.tries.slices().len() {
                 for state in 0..states {
@@ -2003,20 +2008,7 @@ mod tests {
         let mut served = 0;
         for pattern in patterns {
             let idx = index(pattern, &v, true);
-            let mut frontier = vec![idx.initial_state()];
-            for _ in 0..3 {
-                let mut next = Vec::new();
-                for state in frontier {
-                    for t in idx.mask(state).unwrap().ids() {
-                        if !v.is_eos(t) {
-                            next.push(idx.next_state(state, i64::from(t)).unwrap());
-                        }
-                    }
-                }
-                next.sort_unstable();
-                next.dedup();
-                frontier = next;
-            }
+            mask_texts(&idx, &v, 3);
             let states = read(&idx.machine).num_states() as u32;
             for state in 1..states {
                 let fit = idx.slice_fit(state).unwrap();
