@@ -1529,7 +1529,7 @@ impl TokenIndex {
 
     /// Where the characters of slice `slice` lead from `state`, found by following them
     /// ([`OneChar::advance`](crate::slice::OneChar::advance)), whether the state one copy on
-    /// may read its move off this one ([`shiftable`]), and whether it leads one copy on.
+    /// may read its move off this one, and whether it leads one copy on ([`MoveFlags`]).
     fn explored_move(&self, slice: usize, state: u32) -> Result<(Advance, MoveFlags)> {
         let chars = self.tries.slices()[slice].chars();
         let reps = self.slice_reps[slice]

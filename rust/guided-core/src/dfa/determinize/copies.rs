@@ -94,34 +94,91 @@ impl Determinizer {
     /// copy is at least 2 (so the one before it is not copy 0, where the occurrence is
     /// entered), and copies `at.copy - 1` to `at.copy + 1` each have a next copy and agree on
     /// whether the exit is open after them.
+    ///
+    /// That is renaming commuting on copies `at.copy - 1..=at.copy`
+    /// ([`commuting_copies`](Self::commuting_copies)), the copies the move one copy before met.
     pub fn copies_alike(&self, at: CopyAt) -> bool {
-        let Some(e) = self.nfa.embeddings().get(at.embedding) else {
-            return false;
-        };
-        let automaton = &self.nfa.automata()[e.automaton as usize];
-        let open = |copy: u32| copy + 1 >= e.min;
-        at.copy >= 2
-            && !automaton.is_accepting(automaton.start())
-            && at.copy + 2 < e.copies
-            && open(at.copy - 1) == open(at.copy + 1)
+        at.copy >= 1
+            && self
+                .commuting_copies(at.embedding, at.copy - 1)
+                .is_some_and(|hi| hi >= at.copy)
     }
 
     /// Whether every entry of `state` in `at`'s occurrence is in copy `at.copy` or the next, and
     /// `state` is not the overflow state: what a caller checks of each set met while exploring
     /// a state in copy `at.copy`, before it lets the next copy's state read its moves off.
     pub fn stays_in_copies(&self, state: u32, at: CopyAt) -> bool {
-        if self.overflow == Some(state) {
+        if self.overflow == Some(state) || self.nfa.embeddings().get(at.embedding).is_none() {
             return false;
         }
-        let Some(e) = self.nfa.embeddings().get(at.embedding) else {
-            return false;
-        };
-        let (lo, hi) = (e.id(at.copy, 0), e.id(at.copy + 2, 0));
+        match self.copies_of(state, at.embedding) {
+            Some((lo, hi)) => at.copy <= lo && hi <= at.copy + 1,
+            None => true,
+        }
+    }
+
+    /// The lowest and highest copies of occurrence `embedding` that `state`'s entries stand in;
+    /// `None` when it has none. The overflow state stands in copy 0, which nothing renames.
+    pub fn copies_of(&self, state: u32, embedding: usize) -> Option<(u32, u32)> {
+        if self.overflow == Some(state) {
+            return Some((0, 0));
+        }
+        let e = self.nfa.embeddings().get(embedding)?;
         let end = block_end(e);
-        self.entries(state).iter().all(|&x| {
+        let mut span: Option<(u32, u32)> = None;
+        for &x in self.entries(state) {
             let id = state_of(x);
-            id < e.base || u64::from(id) >= end || (lo <= id && id < hi)
-        })
+            if id < e.base || u64::from(id) >= end {
+                continue;
+            }
+            let copy = (id - e.base) / e.stride;
+            span = Some(match span {
+                None => (copy, copy),
+                Some((lo, hi)) => (lo.min(copy), hi.max(copy)),
+            });
+        }
+        span
+    }
+
+    /// Whether `state`'s key is `of`'s with the entries of occurrence `embedding` one copy on:
+    /// whether `state` is `σ` of `of` (see the module documentation).
+    pub fn is_one_copy_on(&self, state: u32, of: u32, embedding: usize) -> bool {
+        match (
+            self.shifted_key(of, embedding, true),
+            self.sets.get(state as usize),
+        ) {
+            (Some(shifted), Some(key)) => shifted[..] == key[..],
+            _ => false,
+        }
+    }
+
+    /// The highest copy `hi` such that renaming one copy on commutes with the automaton on
+    /// every set whose entries of occurrence `embedding` stand in copies `lo..=hi` (and that
+    /// enters no copy 0 from outside); `None` when not even `lo..=lo + 1` does.
+    ///
+    /// An entry of copy `k` needs copies `k` and `k + 1` to agree on having a next copy and on
+    /// the exit being open after them (see the module documentation). So copies `lo` to
+    /// `hi + 1` must all have a next copy (`hi + 2 < copies`) and agree on the exit, and `lo`
+    /// must not be copy 0, where the occurrence is entered; `hi` is at least `lo + 1`, the
+    /// copies one move meets. Since the exit opens once and stays open, the copies agree on it
+    /// exactly when `lo` and `hi + 1` do, so the answer is where the copies stop having a next
+    /// copy or the exit opens.
+    pub fn commuting_copies(&self, embedding: usize, lo: u32) -> Option<u32> {
+        let e = self.nfa.embeddings().get(embedding)?;
+        let automaton = &self.nfa.automata()[e.automaton as usize];
+        if lo == 0 || automaton.is_accepting(automaton.start()) {
+            return None;
+        }
+        // The exit is open after copy `k` once `k + 1` copies are there; closed after `lo`, it
+        // must still be closed after `hi + 1` (`hi + 2 < min`).
+        let open = lo + 1 >= e.min;
+        let last_with_next = e.copies.checked_sub(3)?;
+        let hi = if open {
+            last_with_next
+        } else {
+            last_with_next.min(e.min.checked_sub(3)?)
+        };
+        (hi > lo).then_some(hi)
     }
 
     /// `state`'s key with the entries of occurrence `embedding` one copy on (`forward`) or one
@@ -175,69 +232,5 @@ impl Determinizer {
         }
         self.key = key;
         self.intern_key().map(Some)
-    }
-}
-
-impl Determinizer {
-    /// The lowest and highest copies of occurrence `embedding` that `state`'s entries stand in;
-    /// `None` when it has none. The overflow state stands in copy 0, which nothing renames.
-    pub fn copies_of(&self, state: u32, embedding: usize) -> Option<(u32, u32)> {
-        if self.overflow == Some(state) {
-            return Some((0, 0));
-        }
-        let e = self.nfa.embeddings().get(embedding)?;
-        let end = block_end(e);
-        let mut span: Option<(u32, u32)> = None;
-        for &x in self.entries(state) {
-            let id = state_of(x);
-            if id < e.base || u64::from(id) >= end {
-                continue;
-            }
-            let copy = (id - e.base) / e.stride;
-            span = Some(match span {
-                None => (copy, copy),
-                Some((lo, hi)) => (lo.min(copy), hi.max(copy)),
-            });
-        }
-        span
-    }
-
-    /// Whether `state`'s key is `of`'s with the entries of occurrence `embedding` one copy on:
-    /// whether `state` is `σ` of `of` (see the module documentation).
-    pub fn is_one_copy_on(&self, state: u32, of: u32, embedding: usize) -> bool {
-        match (
-            self.shifted_key(of, embedding, true),
-            self.sets.get(state as usize),
-        ) {
-            (Some(shifted), Some(key)) => shifted[..] == key[..],
-            _ => false,
-        }
-    }
-
-    /// The highest copy `hi` such that renaming one copy on commutes with the automaton on
-    /// every set whose entries of occurrence `embedding` stand in copies `lo..=hi` (and that
-    /// enters no copy 0 from outside); `None` when not even `lo..=lo + 1` does.
-    ///
-    /// That is [`copies_alike`](Self::copies_alike) of every copy from `lo + 1` to `hi`: an
-    /// entry of copy `k` needs copies `k` and `k + 1` to agree, which `copies_alike(k)` and
-    /// `copies_alike(k + 1)` each vouch for. Since the exit opens once and stays open, the
-    /// copies agree on it from `lo` to `hi + 1` exactly when `lo` and `hi + 1` do, so the
-    /// answer is where the copies stop having a next copy or the exit opens.
-    pub fn commuting_copies(&self, embedding: usize, lo: u32) -> Option<u32> {
-        let e = self.nfa.embeddings().get(embedding)?;
-        let automaton = &self.nfa.automata()[e.automaton as usize];
-        if lo == 0 || automaton.is_accepting(automaton.start()) {
-            return None;
-        }
-        // `copies_alike(m)` asks `m + 2 < copies` and, for a closed exit at `lo`, that it is
-        // still closed after `m + 1` (`m + 2 < min`).
-        let open = lo + 1 >= e.min;
-        let last_with_next = e.copies.checked_sub(3)?;
-        let hi = if open {
-            last_with_next
-        } else {
-            last_with_next.min(e.min.checked_sub(3)?)
-        };
-        (hi > lo).then_some(hi)
     }
 }
