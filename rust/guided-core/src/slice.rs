@@ -42,8 +42,6 @@
 
 use std::sync::Arc;
 
-use rustc_hash::FxHashSet;
-
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{CharClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
@@ -116,23 +114,32 @@ impl OneChar {
     pub fn representatives(&self, class_of: &[u8; 256]) -> Representatives {
         let u = &self.dfa;
         // Bytes in one class of both automata move alike from every state of each, so only the
-        // first byte of each such pair is tried: tens of bytes per state, not 256 each checked
-        // against the pairs found so far.
-        let mut pairs = FxHashSet::default();
+        // first byte of each such pair is tried: tens of bytes per state, not 256. Both tables
+        // below are flat flags indexed by the pair, which keeps this one pass over the bytes and
+        // one over the pairs per state; it runs on each index's first masks.
+        let u_classes = u.classes().num_classes();
+        let mut pair_seen = vec![false; 256 * u_classes];
         let firsts: Vec<u8> = (0..=255u8)
-            .filter(|&b| pairs.insert((class_of[b as usize], u.classes().get(b))))
+            .filter(|&b| {
+                let pair =
+                    usize::from(class_of[b as usize]) * u_classes + usize::from(u.classes().get(b));
+                !std::mem::replace(&mut pair_seen[pair], true)
+            })
             .collect();
+        // Per state, which (successor, class) pairs already have a byte, stamped with the state
+        // (plus one) so that the table is never cleared.
+        let mut kept = vec![0u32; u.num_states() * 256];
         (0..u.num_states() as u32)
             .map(|us| {
                 let mut reps: Vec<(u8, u32)> = Vec::new();
                 for &b in &firsts {
                     let un = u.next_state(us, b);
-                    let class = class_of[b as usize];
-                    if un != u.dead()
-                        && !reps
-                            .iter()
-                            .any(|&(r, n)| n == un && class_of[r as usize] == class)
-                    {
+                    if un == u.dead() {
+                        continue;
+                    }
+                    let slot = un as usize * 256 + usize::from(class_of[b as usize]);
+                    if kept[slot] != us + 1 {
+                        kept[slot] = us + 1;
                         reps.push((b, un));
                     }
                 }
