@@ -77,14 +77,27 @@ pub enum Advance {
 #[derive(Debug)]
 pub struct OneChar {
     dfa: Dfa,
+    /// The ASCII characters of the set, bit `b` for byte `b`.
+    ascii: u128,
 }
 
 impl OneChar {
     /// The automaton of one character from `chars`.
     pub fn new(chars: &ClassSet) -> Result<Self> {
+        let ascii = (0..128u8)
+            .filter(|&b| chars.contains(u32::from(b)))
+            .fold(0u128, |bits, b| bits | 1 << b);
         Ok(OneChar {
             dfa: Dfa::from_hir(&Hir::class(chars.clone()), &DfaConfig::default())?,
+            ascii,
         })
+    }
+
+    /// The ASCII characters of the set, bit `b` for byte `b`: one byte each, so where two of
+    /// them lead from a state to different states, the set's characters part ways there
+    /// ([`Advance::Mixed`]) whatever the others do.
+    pub fn ascii(&self) -> u128 {
+        self.ascii
     }
 
     /// The position between characters, where [`read`](Self::read) starts and returns after
