@@ -1273,11 +1273,15 @@ impl TokenIndex {
             chars,
             mixed: false,
         };
-        if self.parts_ways_at_once(slice, state) {
-            return Ok(Reach {
-                chars: 0,
-                mixed: true,
-            });
+        match self.move_at_once(slice, state) {
+            Some(Advance::Mixed) => {
+                return Ok(Reach {
+                    chars: 0,
+                    mixed: true,
+                })
+            }
+            Some(Advance::To(_)) => return Ok(unmixed(0)),
+            None => {}
         }
         // The chain from `state` so far, and once it stops, the reach of its entry `at` (which
         // may be one past its end: a state whose reach was known).
@@ -1329,20 +1333,22 @@ impl TokenIndex {
         Ok(first)
     }
 
-    /// Whether the ASCII characters of slice `slice` lead from `state` to different states, as
-    /// `state`'s own row says (false where the row is not built yet).
+    /// The move of `state` on slice `slice` where its own row tells it at once (`None` where
+    /// it does not, or the row is not built yet): [`Advance::Mixed`] where two of the slice's
+    /// ASCII characters lead to different states, and the dead state where every one of them
+    /// dies and so does every byte that starts a longer character.
     ///
     /// Most states a fresh mask meets (inside a literal, a keyword, a number, between the
-    /// members of an object) read a few characters and nothing else: their move on every slice
-    /// is [`Advance::Mixed`] at the first character. Finding that out by following the slice's
-    /// characters ([`slice_move`](Self::slice_move)) costs a few locks, allocations and the
-    /// record of the move, per slice: a fifth of such a mask. One byte per byte class of the
-    /// ASCII part answers it instead, exactly: those characters are one byte each.
-    fn parts_ways_at_once(&self, slice: usize, state: u32) -> bool {
+    /// members of an object) read a few characters and nothing else: one of the two answers.
+    /// Finding that out by following the slice's characters ([`slice_move`](Self::slice_move))
+    /// costs a few locks, allocations and the record of the move, per slice: a fifth of such a
+    /// mask. One step per byte class answers it instead, exactly: ASCII characters are one byte
+    /// each, and a longer character dies where its first byte does.
+    fn move_at_once(&self, slice: usize, state: u32) -> Option<Advance> {
         let ascii = self.tries.slices()[slice].chars().ascii();
         let m = read(&self.machine);
         if !m.explored[state as usize] {
-            return false;
+            return None;
         }
         let mut targets = self
             .ascii_groups
@@ -1350,7 +1356,15 @@ impl TokenIndex {
             .filter(|&&(_, bytes)| bytes & ascii != 0)
             .map(|&(rep, _)| m.step(state, rep));
         let first = targets.next();
-        targets.any(|t| Some(t) != first)
+        if targets.any(|t| Some(t) != first) {
+            return Some(Advance::Mixed);
+        }
+        if first.is_some_and(|t| t != DEAD) {
+            return None;
+        }
+        // Every character past ASCII starts with a byte from 0xC2 up.
+        let leads_dead = m.live_bytes(state).iter().all(|b| b < 0xC0);
+        leads_dead.then_some(Advance::To(DEAD))
     }
 
     /// The class slices that fit `state` (see [`crate::class_slice`]): one over the whole trie
@@ -1979,8 +1993,8 @@ mod tests {
             mask_texts(&idx, &v, 3);
             let states = read(&idx.machine).num_states() as u32;
             for slice in 0..idx.tries.slices().len() {
-                // A mask decides the move of a state whose characters part ways at once from
-                // its row and keeps no record of it (`parts_ways_at_once`): record every
+                // A mask decides the move of a state whose row tells it at once and keeps no
+                // record of it (`move_at_once`): record every
                 // state's move, so that the states after it may read theirs off it.
                 for state in 0..states {
                     idx.slice_move(slice, state).unwrap();
@@ -2277,13 +2291,14 @@ mod tests {
         }
     }
 
-    /// A state whose slice characters part ways at once, read off its row without following
-    /// them, is one whose followed move is `Mixed`, on every slice; and the shortcut answers for
-    /// most of the states a literal, a keyword or a number passes through.
+    /// A state's slice move read off its row at once (`move_at_once`: characters that part
+    /// ways, or all dead) is the move found by following the characters, on every slice; and
+    /// the shortcut answers for most of the states a literal, a keyword or a number passes
+    /// through, both ways.
     #[test]
-    fn moves_that_part_ways_at_once_are_mixed() {
+    fn moves_known_at_once_equal_explored_moves() {
         let tokens = [
-            "a", "b", "ab", "\"", "\\", "1", "12", "é", "中", " ", "x\"", "{\"", "true",
+            "a", "b", "ab", "\"", "\\", "1", "12", "é", "中", " ", "x\"", "{\"", "true", "xé",
         ];
         let v = vocab(&tokens, tokens.len() as u32);
         let patterns = [
@@ -2291,8 +2306,10 @@ mod tests {
             r#""(?:[^"\\]|\\["\\/bfnrt])*""#,
             r".{0,12}",
             r"[a-z]+(?:é|中)?[0-9]*",
+            // After `x` only characters past ASCII live: not all dead.
+            r"(?:x(?:é|中)y)+",
         ];
-        let (mut at_once, mut mixed) = (0, 0);
+        let (mut mixed, mut dead, mut known, mut all) = (0, 0, 0, 0);
         for pattern in patterns {
             let idx = index(pattern, &v, true);
             mask_texts(&idx, &v, 3);
@@ -2300,18 +2317,20 @@ mod tests {
             for slice in 0..idx.tries.slices().len() {
                 for state in 1..states {
                     let (explored, _) = idx.explored_move(slice, state).unwrap();
-                    let parts = idx.parts_ways_at_once(slice, state);
-                    if parts {
-                        at_once += 1;
-                        assert_eq!(explored, Advance::Mixed, "{pattern}: state {state}");
+                    if let Some(at_once) = idx.move_at_once(slice, state) {
+                        assert_eq!(at_once, explored, "{pattern}: state {state}, slice {slice}");
+                        mixed += usize::from(at_once == Advance::Mixed);
+                        dead += usize::from(at_once == Advance::To(DEAD));
                     }
-                    mixed += usize::from(explored == Advance::Mixed);
+                    let short = matches!(explored, Advance::Mixed | Advance::To(DEAD));
+                    all += usize::from(short);
+                    known += usize::from(short && idx.move_at_once(slice, state).is_some());
                 }
             }
         }
         assert!(
-            at_once * 4 >= mixed * 3 && at_once >= 10,
-            "{at_once} of {mixed} mixed moves found at once"
+            known * 4 >= all * 3 && mixed >= 10 && dead >= 3,
+            "{known} of {all} mixed or dead moves known at once ({mixed} mixed, {dead} dead)"
         );
     }
 
