@@ -1266,7 +1266,8 @@ impl TokenIndex {
     /// (128 in the large vocabularies). Where the counts are copies of one embedded automaton,
     /// only a few of those moves are followed (the first copies, around `minLength`, the last
     /// ones); the others are read off the copy before ([`shifted_move`](Self::shifted_move)) and
-    /// build neither the states' rows nor the insides of their characters.
+    /// build neither the states' rows nor the insides of their characters. A state whose own
+    /// row already answers ([`move_at_once`](Self::move_at_once)) follows nothing.
     fn slice_reach(&self, slice: usize, state: u32) -> Result<Reach> {
         let cap = self.tries.slices()[slice].max_chars() as u32;
         let unmixed = |chars| Reach {
@@ -1994,8 +1995,8 @@ mod tests {
             let states = read(&idx.machine).num_states() as u32;
             for slice in 0..idx.tries.slices().len() {
                 // A mask decides the move of a state whose row tells it at once and keeps no
-                // record of it (`move_at_once`): record every
-                // state's move, so that the states after it may read theirs off it.
+                // record of it (`move_at_once`): record every state's move, so that the states
+                // after it may read theirs off it.
                 for state in 0..states {
                     idx.slice_move(slice, state).unwrap();
                 }
@@ -2317,14 +2318,15 @@ mod tests {
             for slice in 0..idx.tries.slices().len() {
                 for state in 1..states {
                     let (explored, _) = idx.explored_move(slice, state).unwrap();
-                    if let Some(at_once) = idx.move_at_once(slice, state) {
+                    let at_once = idx.move_at_once(slice, state);
+                    if let Some(at_once) = at_once {
                         assert_eq!(at_once, explored, "{pattern}: state {state}, slice {slice}");
                         mixed += usize::from(at_once == Advance::Mixed);
                         dead += usize::from(at_once == Advance::To(DEAD));
                     }
                     let short = matches!(explored, Advance::Mixed | Advance::To(DEAD));
                     all += usize::from(short);
-                    known += usize::from(short && idx.move_at_once(slice, state).is_some());
+                    known += usize::from(short && at_once.is_some());
                 }
             }
         }
