@@ -1937,6 +1937,15 @@ mod tests {
         assert_patterns_equal_brute_force(&patterns, &v, 3);
     }
 
+    /// The lazy index of `pattern` after the masks of every text of up to three tokens, and
+    /// how many states those built.
+    fn masked_index(pattern: &str, v: &Arc<Vocabulary>) -> (TokenIndex, u32) {
+        let idx = index(pattern, v, true);
+        mask_texts(&idx, v, 3);
+        let states = read(&idx.machine).num_states() as u32;
+        (idx, states)
+    }
+
     /// Computes the mask of every state a text of up to `depth` tokens reaches.
     fn mask_texts(idx: &TokenIndex, v: &Vocabulary, depth: usize) {
         let mut frontier = vec![idx.initial_state()];
@@ -1989,10 +1998,8 @@ mod tests {
         ];
         let mut read_off = 0;
         for pattern in patterns {
-            let idx = index(pattern, &v, true);
             // Masks along every text of up to three tokens follow the chains there.
-            mask_texts(&idx, &v, 3);
-            let states = read(&idx.machine).num_states() as u32;
+            let (idx, states) = masked_index(pattern, &v);
             for slice in 0..idx.tries.slices().len() {
                 // A mask decides the move of a state whose row tells it at once and keeps no
                 // record of it (`move_at_once`): record every state's move, so that the states
@@ -2058,9 +2065,7 @@ mod tests {
         ];
         let mut served = 0;
         for pattern in patterns {
-            let idx = index(pattern, &v, true);
-            mask_texts(&idx, &v, 3);
-            let states = read(&idx.machine).num_states() as u32;
+            let (idx, states) = masked_index(pattern, &v);
             for state in 1..states {
                 let fit = idx.slice_fit(state).unwrap();
                 let Some(Shortcut::Slice { slice, chain, .. }) = &fit else {
@@ -2312,9 +2317,7 @@ mod tests {
         ];
         let (mut mixed, mut dead, mut known, mut all) = (0, 0, 0, 0);
         for pattern in patterns {
-            let idx = index(pattern, &v, true);
-            mask_texts(&idx, &v, 3);
-            let states = read(&idx.machine).num_states() as u32;
+            let (idx, states) = masked_index(pattern, &v);
             for slice in 0..idx.tries.slices().len() {
                 for state in 1..states {
                     let (explored, _) = idx.explored_move(slice, state).unwrap();
