@@ -906,13 +906,10 @@ impl TokenIndex {
                     if let Some(Shortcut::Slice { slice, chain, .. }) = fit {
                         let mut failure = None;
                         let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
+                        let mut parts = Parts::new(&plan, &mut fresh);
                         for part in unfinished {
-                            let plan = plan.get(part).copied().unwrap_or(PartPlan::Plain);
-                            let (set, visit, fresh) = (&mut set, &mut visit, &mut fresh);
-                            self.walk_part(*slice, chain, part, plan, &mut step, set, visit, fresh);
-                            if let PartPlan::Fresh(orbit) = plan {
-                                fresh.close(part, orbit);
-                            }
+                            let (set, visit) = (&mut set, &mut visit);
+                            self.walk_part(*slice, chain, part, &mut step, set, visit, &mut parts);
                         }
                         return match failure {
                             Some(e) => Err(e),
@@ -1071,19 +1068,7 @@ impl TokenIndex {
                     self.add_known(parts.plan, set);
                     let reads = slice.leaving().iter().take_while(|(n, _)| *n < chain.len());
                     for part in 0..reads.count() {
-                        let plan = parts.plan.get(part).copied().unwrap_or(PartPlan::Plain);
-                        let fresh = &mut *parts.fresh;
-                        self.walk_part(fit_slice, chain, part, plan, &mut step, set, visit, fresh);
-                        if let Some((missing, unfinished)) = parts.cut.as_mut() {
-                            if missing.replace(false) {
-                                unfinished.push(part);
-                                parts.fresh.drop_open();
-                                continue;
-                            }
-                        }
-                        if let PartPlan::Fresh(orbit) = plan {
-                            parts.fresh.close(part, orbit);
-                        }
+                        self.walk_part(fit_slice, chain, part, &mut step, set, visit, &mut parts);
                     }
                     return;
                 }
@@ -1138,22 +1123,24 @@ impl TokenIndex {
         });
     }
 
-    /// Trie `part` of the tokens leaving slice `slice`, served as `plan` says: nothing to do
-    /// for a remembered walk (whose tokens [`add_known`](Self::add_known) adds), and a walk
-    /// otherwise ([`walk_leaving`](Self::walk_leaving)), whose met states and tokens are listed
-    /// in `fresh` when its state is on an orbit (the caller closes the walk there, or drops it).
+    /// Trie `part` of the tokens leaving slice `slice`, served as `parts` plans it: nothing to
+    /// do for a remembered walk (whose tokens [`add_known`](Self::add_known) adds), and a walk
+    /// otherwise ([`walk_leaving`](Self::walk_leaving)), which is listed in `parts.fresh` to
+    /// remember when its state is on an orbit. A walk that `parts.cut`'s flag says was cut short
+    /// is listed there instead (and the flag lowered), and not remembered.
     #[allow(clippy::too_many_arguments)]
     fn walk_part(
         &self,
         slice: usize,
         chain: &[u32],
         part: usize,
-        plan: PartPlan,
         step: &mut impl FnMut(u32, u8) -> u32,
         set: &mut MaskBuilder,
         visit: &mut impl FnMut(u32, u32),
-        fresh: &mut FreshWalks,
+        parts: &mut Parts<'_>,
     ) {
+        let plan = parts.plan.get(part).copied().unwrap_or(PartPlan::Plain);
+        let fresh = &mut *parts.fresh;
         match plan {
             PartPlan::Known(_) => {}
             PartPlan::Fresh(_) => {
@@ -1174,6 +1161,16 @@ impl TokenIndex {
                 self.walk_leaving(slice, chain, part, &mut watch, set, &mut keep);
             }
             PartPlan::Plain => self.walk_leaving(slice, chain, part, step, set, visit),
+        }
+        if let Some((missing, unfinished)) = parts.cut.as_mut() {
+            if missing.replace(false) {
+                unfinished.push(part);
+                parts.fresh.drop_open();
+                return;
+            }
+        }
+        if let PartPlan::Fresh(orbit) = plan {
+            parts.fresh.close(part, orbit);
         }
     }
 
