@@ -119,9 +119,7 @@ pub struct Determinizer {
     set_entries: usize,
     work: usize,
     // Scratch space, kept to avoid allocating per state.
-    seen: SparseSet,
-    /// `seen` for embedded ids and for entries under a call, too many to index densely.
-    seen_sparse: FxHashSet<Entry>,
+    seen: Visited,
     stack: Vec<Entry>,
     key: Vec<Entry>,
     targets: Vec<Vec<Entry>>,
@@ -206,8 +204,7 @@ impl Determinizer {
             ids: FxHashMap::default(),
             set_entries: 0,
             work: 0,
-            seen: SparseSet::new(n),
-            seen_sparse: FxHashSet::default(),
+            seen: Visited::new(n),
             stack: Vec::new(),
             key: Vec::new(),
             distinct: Vec::new(),
@@ -495,7 +492,7 @@ impl Determinizer {
         }
         // When the input does not end the text, its end is just another position where more
         // text follows: the transition closure already answers.
-        let visited = self.seen.len() + self.seen_sparse.len();
+        let visited = self.seen.len();
         self.work = self.work.saturating_add(visited);
         let accepting = if end_sensitive && self.anchors.text_end {
             self.accepts_at_end(kernel, start_holds)
@@ -558,16 +555,11 @@ impl Determinizer {
 
     /// Marks `x` visited by the current closure; false if it was already.
     fn visit(&mut self, x: Entry) -> bool {
-        if x < u64::from(EMBEDDED_BASE) {
-            self.seen.insert(x as StateId)
-        } else {
-            self.seen_sparse.insert(x)
-        }
+        self.seen.insert(x)
     }
 
     fn clear_seen(&mut self) {
         self.seen.clear();
-        self.seen_sparse.clear();
     }
 
     /// Whether every budget (states, set entries, closure work) is used below `1 / share` of
@@ -621,44 +613,61 @@ pub(crate) fn determinize(nfa: Nfa, anchors: Anchors, max_states: usize) -> Resu
     })
 }
 
-/// A set of small integers with O(1) insert, membership and clear (Briggs and Torczon).
+/// The entries one closure has visited, with O(1) insert, membership and clear.
+///
+/// Entries are dense by NFA state (Briggs and Torczon's sparse set), each slot holding the
+/// first call stack its state was met under: a closure under a grammar's calls meets almost
+/// every state under one stack only, so hashing each (state, stack) pair, as a set of whole
+/// entries would, was a fifth of building a grammar's rows. A state met again under a second
+/// stack (a rule entered twice in one closure), and an embedded automaton's ids (past the
+/// stored states), go to a hash set.
 #[derive(Clone, Debug)]
-struct SparseSet {
-    dense: Vec<StateId>,
+struct Visited {
+    dense: Vec<Entry>,
     sparse: Vec<u32>,
+    more: FxHashSet<Entry>,
 }
 
-impl SparseSet {
-    fn new(capacity: usize) -> Self {
-        SparseSet {
-            dense: Vec::with_capacity(capacity),
-            sparse: vec![0; capacity],
+impl Visited {
+    /// A set for the entries of an NFA with `states` stored states.
+    fn new(states: usize) -> Self {
+        Visited {
+            dense: Vec::with_capacity(states),
+            sparse: vec![0; states],
+            more: FxHashSet::default(),
         }
     }
 
-    /// Adds `x`; false if it was there already or is out of range (no state to visit).
-    fn insert(&mut self, x: StateId) -> bool {
-        let Some(&i) = self.sparse.get(x as usize) else {
-            return false;
+    /// Adds `x`; false if it was there already.
+    fn insert(&mut self, x: Entry) -> bool {
+        let s = state_of(x) as usize;
+        let Some(&i) = self.sparse.get(s) else {
+            return self.more.insert(x);
         };
-        if (i as usize) < self.dense.len() && self.dense[i as usize] == x {
-            return false;
+        match self.dense.get(i as usize) {
+            Some(&met) if state_of(met) as usize == s => met != x && self.more.insert(x),
+            _ => {
+                self.sparse[s] = self.dense.len() as u32;
+                self.dense.push(x);
+                true
+            }
         }
-        self.sparse[x as usize] = self.dense.len() as u32;
-        self.dense.push(x);
-        true
     }
 
     fn clear(&mut self) {
         self.dense.clear();
+        self.more.clear();
     }
 
     fn capacity_bytes(&self) -> usize {
-        (self.dense.capacity() + self.sparse.capacity()) * std::mem::size_of::<u32>()
+        use std::mem::size_of;
+        self.dense.capacity() * size_of::<Entry>()
+            + self.sparse.capacity() * size_of::<u32>()
+            + self.more.capacity() * size_of::<Entry>()
     }
 
     fn len(&self) -> usize {
-        self.dense.len()
+        self.dense.len() + self.more.len()
     }
 }
 
@@ -1533,10 +1542,16 @@ mod tests {
     }
 
     #[test]
-    fn sparse_set() {
-        let mut s = SparseSet::new(4);
-        assert!(s.insert(3) && s.insert(0) && !s.insert(3) && !s.insert(4));
+    fn visited_entries() {
+        let mut s = Visited::new(4);
+        let (a, b) = (entry(3, 0), entry(3, 7));
+        assert!(s.insert(a) && s.insert(entry(0, 2)) && !s.insert(a));
+        // The same state under a second stack, and an id past the stored states.
+        assert!(s.insert(b) && !s.insert(b) && !s.insert(a));
+        assert!(s.insert(entry(4, 0)) && !s.insert(entry(4, 0)));
+        assert!(s.insert(entry(EMBEDDED_BASE, 1)) && !s.insert(entry(EMBEDDED_BASE, 1)));
+        assert_eq!(s.len(), 5);
         s.clear();
-        assert!(s.insert(3));
+        assert!(s.insert(b) && s.insert(a) && s.len() == 2);
     }
 }
