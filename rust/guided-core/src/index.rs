@@ -2136,6 +2136,41 @@ mod tests {
         assert_patterns_equal_brute_force(&patterns, &v, 4);
     }
 
+    /// The string character of llama.cpp's JSON grammars leaves out DEL, which the JSON string
+    /// slice holds: inside such a string the slice without DEL fits (not a class slice, whose
+    /// walk steps through every token that leaves it), and the masks equal brute force, DEL,
+    /// C1 controls and cut characters included, in a free string and a counted one.
+    #[test]
+    fn strings_without_del_take_their_own_slice() {
+        let mut tokens: Vec<Vec<u8>> = [
+            "a", "ab", "\"", "a\"", "\\", "\\n", "\u{7F}", "a\u{7F}b", "\u{85}", "é", "\n", "\"\n",
+        ]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+        tokens.extend([vec![0xC3], vec![0xC2], b"a\xE4\xB8".to_vec()]);
+        let eos = tokens.len() as u32;
+        let mut all: Vec<Option<Vec<u8>>> = tokens.into_iter().map(Some).collect();
+        all.push(None);
+        let v = Arc::new(Vocabulary::new(all, vec![eos], None).expect("vocabulary"));
+        let patterns = [
+            r#""(?:[^"\\\x7F\x00-\x1F]|\\["\\/bfnrt])*""#,
+            r#""[^"\\\x7F\x00-\x1F]{0,3}""#,
+        ];
+        for pattern in patterns {
+            for lazy in [false, true] {
+                let idx = index(pattern, &v, lazy);
+                let body = idx.next_state(idx.initial_state(), 2).unwrap();
+                let fit = idx.slice_fit(body).unwrap();
+                let Some(Shortcut::Slice { slice, .. }) = fit else {
+                    panic!("{pattern}: no fixed slice inside the string: {fit:?}");
+                };
+                assert_eq!(idx.tries.slices()[slice].name(), "json_string_no_del");
+                assert_masks_equal_brute_force(&idx, pattern, &v, 3);
+            }
+        }
+    }
+
     /// How far a state's chain reaches is kept for the states after it (`slice_reach`): masks
     /// asked from the end of a counted run back to its start, so that each chain stops at a
     /// state whose reach is known, equal those asked in order and brute force. The runs are
