@@ -77,6 +77,11 @@ const NO_MASK: u32 = u32::MAX;
 /// the class up: past that, checking them costs more than the walk it would save.
 const MAX_REACHED: usize = 32;
 
+/// Most trie nodes below a state's live bytes for which its mask is walked without looking for
+/// a class slice ([`TokenIndex::walk_is_short`]): a walk of that many costs about what the
+/// search does (under a microsecond).
+const SHORT_WALK: usize = 64;
+
 /// Most steps [`TokenIndex::class_fit`] follows a state's most common successors looking for a
 /// state that loops on them.
 const LOOP_SEARCH: usize = 3;
@@ -533,6 +538,8 @@ pub struct TokenIndex {
     /// The ASCII bytes grouped by the automaton's byte classes, as `(a byte of the group, the
     /// group)`: bytes of one group move alike from every state, so one of them answers for all.
     ascii_groups: Vec<(u8, u128)>,
+    /// [`SHORT_WALK`]: most nodes a walk taken without a search for a class slice visits.
+    short_walk: usize,
 }
 
 impl TokenIndex {
@@ -661,6 +668,9 @@ impl TokenIndex {
             tries,
             eos,
             eos_mask: Arc::new(Mask::from_set(eos_mask)),
+            // This crate's tests, whose vocabularies are a few dozen tokens, would find every
+            // walk short: they search at every state, and one test turns the limit on.
+            short_walk: if cfg!(test) { 0 } else { SHORT_WALK },
         }
     }
 
@@ -857,6 +867,7 @@ impl TokenIndex {
         let fit = if !watched {
             match self.slice_fit(state)? {
                 Some(fit) => Some(fit),
+                None if self.walk_is_short(state)? => None,
                 None => self.class_fits(state),
             }
         } else {
@@ -1396,6 +1407,26 @@ impl TokenIndex {
             return None;
         }
         Some(Shortcut::Classes { root, anchors })
+    }
+
+    /// Whether a walk from `state` without a shortcut visits at most [`SHORT_WALK`] nodes: the
+    /// tokens that start with a byte `state` lives on are that few (a digit of a vocabulary that
+    /// spells numbers one digit a token, as Qwen2's and Llama 2's do), and searching for a class
+    /// slice would cost more than the walk it could shorten. Builds `state`'s row, which the
+    /// walk needs first anyway.
+    fn walk_is_short(&self, state: u32) -> Result<bool> {
+        let live = {
+            let m = read(&self.machine);
+            if m.explored[state as usize] {
+                m.live_bytes(state)
+            } else {
+                drop(m);
+                let mut m = write(&self.machine);
+                m.explore(state)?;
+                m.live_bytes(state)
+            }
+        };
+        Ok(self.tries.full().nodes_below(&live) <= self.short_walk)
     }
 
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of
@@ -2134,6 +2165,39 @@ mod tests {
             r"(?:.|\x85){2,4}",
         ];
         assert_patterns_equal_brute_force(&patterns, &v, 4);
+    }
+
+    /// A state whose live bytes start few tokens (a count of digits, over a vocabulary that has
+    /// no longer numbers) is walked without a search for a class slice: no slice is built, and
+    /// the masks equal brute force. The same index searching at every state builds one.
+    #[test]
+    fn short_walks_take_no_class_slice() {
+        let mut words: Vec<String> = (0..10).map(|d| d.to_string()).collect();
+        words.extend(["a", "ab", "x", "é", "\"", " ", " a"].map(String::from));
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let pattern = "[0-9]{1,12}x?";
+        for (short_walk, builds) in [(SHORT_WALK, false), (0, true)] {
+            let tries = Arc::new(TokenIndex::tries_for(&v).unwrap());
+            let hir = parse(pattern).expect("valid pattern");
+            let config = IndexConfig::default();
+            let mut idx = TokenIndex::from_hir(&hir, Arc::clone(&v), Arc::clone(&tries), &config)
+                .expect("index");
+            idx.short_walk = short_walk;
+            let before = tries.memory_bytes();
+            let mut state = idx.initial_state();
+            let mut text = String::new();
+            for digit in "31415926535".chars() {
+                assert_eq!(idx.mask(state).unwrap().ids(), brute(pattern, &v, &text));
+                state = idx.next_state(state, v_id(&v, &digit.to_string())).unwrap();
+                text.push(digit);
+            }
+            assert_eq!(
+                tries.memory_bytes() > before,
+                builds,
+                "short walks {short_walk}"
+            );
+        }
     }
 
     /// The string character of llama.cpp's JSON grammars leaves out DEL, which the JSON string

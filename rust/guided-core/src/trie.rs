@@ -161,6 +161,22 @@ impl TokenTrie {
         self.nodes.len()
     }
 
+    /// How many nodes lie in the subtrees of the first bytes in `heads`: what a walk that
+    /// starts with those bytes ([`walk_heads`](Self::walk_heads)) visits at most.
+    pub fn nodes_below(&self, heads: &ByteSet) -> usize {
+        if self.heads.is_empty() {
+            return self.nodes.len();
+        }
+        heads
+            .iter()
+            .filter_map(|b| {
+                let head = self.heads[usize::from(b)];
+                let node = self.nodes.get(head as usize)?;
+                Some(node.skip as usize - head as usize)
+            })
+            .sum()
+    }
+
     /// The longest token, in bytes.
     pub fn max_depth(&self) -> usize {
         self.max_depth
