@@ -1415,17 +1415,7 @@ impl TokenIndex {
     /// slice would cost more than the walk it could shorten. Builds `state`'s row, which the
     /// walk needs first anyway.
     fn walk_is_short(&self, state: u32) -> Result<bool> {
-        let live = {
-            let m = read(&self.machine);
-            if m.explored[state as usize] {
-                m.live_bytes(state)
-            } else {
-                drop(m);
-                let mut m = write(&self.machine);
-                m.explore(state)?;
-                m.live_bytes(state)
-            }
-        };
+        let live = self.with_row(state, |m| m.live_bytes(state))?;
         Ok(self.tries.full().nodes_below(&live) <= self.short_walk)
     }
 
@@ -2178,13 +2168,9 @@ mod tests {
         let v = vocab(&tokens, tokens.len() as u32);
         let pattern = "[0-9]{1,12}x?";
         for (short_walk, builds) in [(SHORT_WALK, false), (0, true)] {
-            let tries = Arc::new(TokenIndex::tries_for(&v).unwrap());
-            let hir = parse(pattern).expect("valid pattern");
-            let config = IndexConfig::default();
-            let mut idx = TokenIndex::from_hir(&hir, Arc::clone(&v), Arc::clone(&tries), &config)
-                .expect("index");
+            let mut idx = index(pattern, &v, true);
             idx.short_walk = short_walk;
-            let before = tries.memory_bytes();
+            let before = idx.tries.memory_bytes();
             let mut state = idx.initial_state();
             let mut text = String::new();
             for digit in "31415926535".chars() {
@@ -2193,7 +2179,7 @@ mod tests {
                 text.push(digit);
             }
             assert_eq!(
-                tries.memory_bytes() > before,
+                idx.tries.memory_bytes() > before,
                 builds,
                 "short walks {short_walk}"
             );
