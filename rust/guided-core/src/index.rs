@@ -785,8 +785,18 @@ impl TokenIndex {
                 return m.reached(t);
             }
         }
+        // A row is missing. The characters a slice's chain reads are followed along it, whose
+        // moves are mostly known, and only the bytes after them are walked: inside a counted
+        // string, a word would otherwise build the row of each count it passes, with the
+        // states inside each count's multi-byte characters and escapes, none of which a mask
+        // there needs.
+        let (s, read_bytes) = self.along_chain(state, bytes)?;
+        let bytes = &bytes[read_bytes..];
+        if s == DEAD || bytes.is_empty() {
+            return read(&self.machine).reached(s);
+        }
         let mut m = write(&self.machine);
-        let mut s = state;
+        let mut s = s;
         for &b in bytes {
             m.explore(s)?;
             s = m.step(s, b);
@@ -795,6 +805,47 @@ impl TokenIndex {
             }
         }
         m.reached(s)
+    }
+
+    /// Where the characters `bytes` starts with lead from `state` along a slice's chain, as far
+    /// as its moves are known or read off the copy before ([`shifted_move`](Self::shifted_move)),
+    /// with how many bytes they take; `(state, 0)` where no slice's move from `state` is known.
+    /// The chain of the first slice whose move is known and leads on is taken: its characters
+    /// all lead to one state, so a whole character of it steps there without a row.
+    fn along_chain(&self, state: u32, bytes: &[u8]) -> Result<(u32, usize)> {
+        let slice = {
+            let moves = read(&self.moves);
+            (0..self.tries.slices().len())
+                .find(|&i| matches!(moves.get(i, state), Some(Advance::To(_))))
+        };
+        let Some(slice) = slice else {
+            return Ok((state, 0));
+        };
+        let chars = self.tries.slices()[slice].chars();
+        let (mut s, mut taken, mut at) = (state, 0, chars.boundary());
+        for (k, &b) in bytes.iter().enumerate() {
+            let Some(next) = chars.read(at, b) else { break };
+            at = next;
+            if at != chars.boundary() {
+                continue;
+            }
+            let known = read(&self.moves).get(slice, s);
+            let advance = match known {
+                Some(advance) => advance,
+                None => match self.shifted_move(slice, s)? {
+                    Some(advance) => advance,
+                    None => break,
+                },
+            };
+            match advance {
+                Advance::To(t) => (s, taken) = (t, k + 1),
+                Advance::Mixed => break,
+            }
+            if s == DEAD {
+                break;
+            }
+        }
+        Ok((s, taken))
     }
 
     /// The mask of tokens allowed in `state` (EOS included where it accepts).
@@ -890,9 +941,16 @@ impl TokenIndex {
             // Most walks on a growing automaton only meet rows that already exist: try under the
             // shared lock, and give up at the first missing row. A caller that watches each
             // token goes straight to the exclusive lock, so that the attempt reports nothing;
-            // so does a state whose own row is missing.
-            if !watched && m.explored[state as usize] {
-                let heads = m.live_bytes(state);
+            // so does a state whose own row is missing, unless a slice's chain serves it, which
+            // steps from the state only in the tries of tokens that leave the slice at once
+            // (and not at all where a walk remembered along a counted string answers for them).
+            let explored = m.explored[state as usize];
+            if !watched && (explored || chain_serves(fit)) {
+                let heads = if explored {
+                    m.live_bytes(state)
+                } else {
+                    ByteSet::EMPTY
+                };
                 let missing = Cell::new(false);
                 let step = |s: u32, b: u8| {
                     if missing.get() || !m.explored[s as usize] {
@@ -1211,8 +1269,12 @@ impl TokenIndex {
     /// with how many of them it may take ([`slice_reach`](Self::slice_reach)). A chain on which
     /// the characters part ways before [`DENSE_CHARS`] steps leaves the slice out; one on which
     /// they part ways later takes the members up to there and walks the longer ones.
+    ///
+    /// A slice that already reads `state` alike is asked first ([`first_slice`](Self::first_slice)).
     fn slice_fit(&self, state: u32) -> Result<Option<Shortcut>> {
-        for i in 0..self.tries.slices().len() {
+        let first = self.first_slice(state)?;
+        let rest = (0..self.tries.slices().len()).filter(|&i| Some(i) != first);
+        for i in first.into_iter().chain(rest) {
             let reach = self.slice_reach(i, state)?;
             let chars = reach.chars as usize;
             if !reach.mixed {
@@ -1230,6 +1292,34 @@ impl TokenIndex {
                     walk_long: true,
                     chain: Vec::new(),
                 }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The slice to ask first at `state`: one whose reach from it is known to fit, or else one
+    /// whose move from it is known, or read off the copy before, and leads on. Inside a counted
+    /// string, each count's move on the JSON string's slice was learnt while following the
+    /// chain from an earlier count; asking the printable slice first would build the state's
+    /// row and the states inside its characters only to find that `"` parts ways (eight new
+    /// states a count), which the mask does not otherwise need.
+    fn first_slice(&self, state: u32) -> Result<Option<usize>> {
+        let slices = 0..self.tries.slices().len();
+        let leads_on = |advance| matches!(advance, Some(Advance::To(t)) if t != DEAD);
+        {
+            let moves = read(&self.moves);
+            let fits = |r: Reach| !r.mixed || r.chars as usize >= DENSE_CHARS;
+            let known = slices
+                .clone()
+                .find(|&i| moves.reach(i, state).is_some_and(fits))
+                .or_else(|| slices.clone().find(|&i| leads_on(moves.get(i, state))));
+            if known.is_some() {
+                return Ok(known);
+            }
+        }
+        for i in slices {
+            if leads_on(self.shifted_move(i, state)?) {
+                return Ok(Some(i));
             }
         }
         Ok(None)
@@ -1760,6 +1850,13 @@ fn move_flags(m: &Machine, state: u32, advance: Advance, met: &[u32]) -> MoveFla
     }
 }
 
+/// Whether `fit` is a slice's chain, whose walk reads no heads of the state it starts from: its
+/// tokens are the slice's members and the tries of tokens leaving it, walked from the chain's
+/// states ([`TokenIndex::walk`]).
+fn chain_serves(fit: Option<&Shortcut>) -> bool {
+    matches!(fit, Some(Shortcut::Slice { chain, walk_long: false, .. }) if !chain.is_empty())
+}
+
 /// `m`'s step from `state` on `byte`, building the row it needs; the first error is kept in
 /// `failure`, and every step after it dies.
 fn explore_step(m: &mut Machine, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
@@ -2183,6 +2280,65 @@ mod tests {
                 builds,
                 "short walks {short_walk}"
             );
+        }
+    }
+
+    /// Inside a counted string, a mask reads its count's chain without the count's own row and a
+    /// step follows a word's characters along the chain (moves read off the copy before), so
+    /// masks and steps along a text of words build no row past the string's first counts; and
+    /// every step from each count, of every token (words, escapes, cut and multi-byte
+    /// characters, tokens that close the string or die in it), equals the complete automaton's,
+    /// as does the mask where it leads.
+    #[test]
+    fn words_inside_a_counted_string_build_no_rows() {
+        let mut tokens: Vec<Vec<u8>> = [
+            "\"", "a", "ab", "abc", "b c", " a", "é", "中文", "a\"", "\"", "\"}", "\\n", "a\\n",
+            "\\u00", "\\u00e9", "\\", "\n", "a\nb", "x",
+        ]
+        .iter()
+        .map(|t| t.as_bytes().to_vec())
+        .collect();
+        tokens.extend([vec![0xC3], b"a\xE4\xB8".to_vec()]);
+        let eos = tokens.len() as u32;
+        let mut all: Vec<Option<Vec<u8>>> = tokens.into_iter().map(Some).collect();
+        all.push(None);
+        let v = Arc::new(Vocabulary::new(all, vec![eos], None).expect("vocabulary"));
+        let pattern = r#""(?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}){0,60}"\}"#;
+        let text = [
+            "\"", "abc", "ab", "b c", "é", "abc", "a", "中文", "ab", "abc", "b c", "ab",
+        ];
+        let rows = |idx: &TokenIndex| read(&idx.machine).explored.iter().filter(|&&e| e).count();
+        let idx = index(pattern, &v, true);
+        let mut state = idx.initial_state();
+        let mut built = Vec::new();
+        for word in text {
+            idx.mask(state).unwrap();
+            state = idx.next_state(state, v_id(&v, word)).unwrap();
+            built.push(rows(&idx));
+        }
+        assert!(
+            built[4..].iter().all(|&n| n == built[4]),
+            "rows built along the words: {built:?}"
+        );
+        // Every step from each count, against the complete automaton.
+        let idx = index(pattern, &v, true);
+        let dfa = Dfa::from_hir(&parse(pattern).unwrap(), &DfaConfig::default()).unwrap();
+        let (mut state, mut at) = (idx.initial_state(), dfa.start());
+        for word in text {
+            idx.mask(state).unwrap();
+            for id in (0..v.len() as u32).filter(|&id| !v.is_eos(id)) {
+                let bytes = v.token_bytes(id).unwrap();
+                let to = bytes.iter().fold(at, |s, &b| dfa.next_state(s, b));
+                let next = idx.next_state(state, i64::from(id)).unwrap();
+                let shown = String::from_utf8_lossy(bytes);
+                assert_eq!(next == DEAD, to == 0, "{shown:?} after {word:?}");
+                if next != DEAD {
+                    let mask = idx.mask(next).unwrap().ids();
+                    assert_eq!(mask, brute_at(&dfa, &v, to), "{shown:?} after {word:?}");
+                }
+            }
+            state = idx.next_state(state, v_id(&v, word)).unwrap();
+            at = word.bytes().fold(at, |s, b| dfa.next_state(s, b));
         }
     }
 
