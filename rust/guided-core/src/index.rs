@@ -64,7 +64,7 @@ use crate::vocab::Vocabulary;
 
 mod leaving;
 
-use leaving::{FreshWalks, LeavingWalks, Orbit, PartPlan};
+use leaving::{FreshWalks, LeavingWalks, Orbit, PartPlan, WalkId};
 
 /// The dead state: nothing can follow.
 pub const DEAD: u32 = 0;
@@ -263,6 +263,7 @@ struct MaskCache {
     of_state: Vec<u32>,
     masks: Vec<Arc<Mask>>,
     by_hash: FxHashMap<u64, Vec<u32>>,
+    by_recipe: FxHashMap<Recipe, u32>,
     hasher: foldhash::fast::FixedState,
     bytes: usize,
 }
@@ -273,7 +274,16 @@ impl MaskCache {
         (id != NO_MASK).then(|| Arc::clone(&self.masks[id as usize]))
     }
 
-    fn insert(&mut self, state: u32, mask: Mask) -> Arc<Mask> {
+    /// The mask of a state made by `recipe`, if a state's mask was made by it before: kept as
+    /// `state`'s too.
+    fn reuse(&mut self, state: u32, recipe: &Recipe) -> Option<Arc<Mask>> {
+        let id = *self.by_recipe.get(recipe)?;
+        self.keep(state, id);
+        Some(Arc::clone(&self.masks[id as usize]))
+    }
+
+    /// Keeps `mask` as `state`'s, made by `recipe` if given.
+    fn insert(&mut self, state: u32, mask: Mask, recipe: Option<Recipe>) -> Arc<Mask> {
         if let Some(existing) = self.get(state) {
             return existing;
         }
@@ -297,12 +307,20 @@ impl MaskCache {
                 id
             }
         };
+        if let Some(recipe) = recipe {
+            self.bytes += std::mem::size_of::<(Recipe, u32)>() + recipe.walks.len() * 4;
+            self.by_recipe.insert(recipe, id);
+        }
+        self.keep(state, id);
+        Arc::clone(&self.masks[id as usize])
+    }
+
+    fn keep(&mut self, state: u32, id: u32) {
         let s = state as usize;
         if self.of_state.len() <= s {
             self.of_state.resize(s + 1, NO_MASK);
         }
         self.of_state[s] = id;
-        Arc::clone(&self.masks[id as usize])
     }
 }
 
@@ -341,6 +359,26 @@ const LOOP_LOOKBACK: usize = 8;
 struct Reach {
     chars: u32,
     mixed: bool,
+}
+
+/// How a mask is made: the shortcut that serves it, if any, and how the tries of tokens leaving
+/// a slice's chain are served ([`TokenIndex::shape`]).
+#[derive(Debug, Default)]
+struct Shape {
+    fit: Option<Shortcut>,
+    plan: Vec<PartPlan>,
+}
+
+/// What a mask made of all of a slice's members and remembered walks of its leaving tokens is
+/// made of: the slice, the walks, and whether the state accepts (EOS). Two states with one
+/// recipe have one mask: inside a long counted string (`maxLength: 400`), the counts' masks are
+/// their neighbours', found by the recipe instead of being built, hashed and compared (three
+/// passes over 19 KB at 150k tokens).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Recipe {
+    slice: usize,
+    accepting: bool,
+    walks: Vec<WalkId>,
 }
 
 /// Where a chain on a slice ends, given the move from its last state: the reach of that state
@@ -857,8 +895,16 @@ impl TokenIndex {
         if let Some(mask) = read(&self.masks).get(state) {
             return Ok(mask);
         }
-        let mask = self.compute(state, false, |_, _| {})?.finish();
-        Ok(write(&self.masks).insert(state, mask))
+        let shape = self.shape(state, false)?;
+        let recipe = self.recipe(state, &shape);
+        if let Some(mask) = recipe
+            .as_ref()
+            .and_then(|r| write(&self.masks).reuse(state, r))
+        {
+            return Ok(mask);
+        }
+        let mask = self.compute(state, &shape, false, |_, _| {})?.finish();
+        Ok(write(&self.masks).insert(state, mask, recipe))
     }
 
     /// The mask of `state` if it is already known (no computation, no waiting on a walk).
@@ -881,7 +927,8 @@ impl TokenIndex {
         if state == TERMINAL {
             return Ok(out);
         }
-        self.compute(state, true, |id, next| out[id as usize] = next)?;
+        let shape = self.shape(state, true)?;
+        self.compute(state, &shape, true, |id, next| out[id as usize] = next)?;
         if self.is_accepting(state) {
             for &e in &self.eos {
                 out[e as usize] = TERMINAL;
@@ -896,10 +943,11 @@ impl TokenIndex {
     fn compute(
         &self,
         state: u32,
+        shape: &Shape,
         watched: bool,
         visit: impl FnMut(u32, u32),
     ) -> Result<MaskBuilder> {
-        let mut set = self.tokens(state, watched, visit)?;
+        let mut set = self.tokens(state, shape, watched, visit)?;
         // Last, after the machine's lock is released (`add_eos` takes it), and after the
         // tokens: EOS ids are mostly the vocabulary's last, so a short list of ids stays
         // ascending and needs no sort.
@@ -911,30 +959,19 @@ impl TokenIndex {
     fn tokens(
         &self,
         state: u32,
+        shape: &Shape,
         watched: bool,
         mut visit: impl FnMut(u32, u32),
     ) -> Result<MaskBuilder> {
         let mut set = MaskBuilder::new(self.vocab_size());
-        let fit = if !watched {
-            match self.slice_fit(state)? {
-                Some(fit) => Some(fit),
-                None if self.walk_is_short(state)? => None,
-                None => self.class_fits(state),
-            }
-        } else {
-            None
-        };
-        let fit = fit.as_ref();
-        // Walks remembered along a counted string are looked up before the machine is locked;
-        // the walks done instead are remembered after (`fresh`).
-        let plan = self.leaving_plan(fit);
+        let (fit, plan) = (shape.fit.as_ref(), shape.plan.as_slice());
         let mut fresh = FreshWalks::default();
         {
             let m = read(&self.machine);
             if m.is_complete() {
                 let heads = m.live_bytes(state);
                 let step = |s, b| m.step(s, b);
-                let parts = Parts::new(&plan, &mut fresh);
+                let parts = Parts::new(plan, &mut fresh);
                 self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
                 return Ok(set);
             }
@@ -960,7 +997,7 @@ impl TokenIndex {
                     m.step(s, b)
                 };
                 let mut unfinished = Vec::new();
-                let mut parts = Parts::new(&plan, &mut fresh);
+                let mut parts = Parts::new(plan, &mut fresh);
                 parts.cut = Some((&missing, &mut unfinished));
                 self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {}, parts);
                 if !missing.get() {
@@ -975,7 +1012,7 @@ impl TokenIndex {
                     if let Some(Shortcut::Slice { slice, chain, .. }) = fit {
                         let mut failure = None;
                         let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
-                        let mut parts = Parts::new(&plan, &mut fresh);
+                        let mut parts = Parts::new(plan, &mut fresh);
                         for part in unfinished {
                             let (set, visit) = (&mut set, &mut visit);
                             self.walk_part(*slice, chain, part, &mut step, set, visit, &mut parts);
@@ -1001,7 +1038,7 @@ impl TokenIndex {
         let heads = m.live_bytes(state);
         let mut failure = None;
         let step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
-        let parts = Parts::new(&plan, &mut fresh);
+        let parts = Parts::new(plan, &mut fresh);
         self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
         match failure {
             Some(e) => Err(e),
@@ -1010,6 +1047,52 @@ impl TokenIndex {
                 Ok(set)
             }
         }
+    }
+
+    /// How `state`'s mask is made ([`Shape`]): a caller that watches each token walks the
+    /// whole trie; otherwise a slice or class slices may serve, and remembered walks a chain's
+    /// leaving tokens (looked up before the machine is locked; the walks done instead are
+    /// remembered after).
+    fn shape(&self, state: u32, watched: bool) -> Result<Shape> {
+        if watched {
+            return Ok(Shape::default());
+        }
+        let fit = match self.slice_fit(state)? {
+            Some(fit) => Some(fit),
+            None if self.walk_is_short(state)? => None,
+            None => self.class_fits(state),
+        };
+        let plan = self.leaving_plan(fit.as_ref());
+        Ok(Shape { fit, plan })
+    }
+
+    /// The [`Recipe`] of a mask of `shape`, where it has one: a slice's chain that takes every
+    /// member and whose every trie of leaving tokens a remembered walk serves. (Where only the
+    /// members up to a length fit, near a string's end, the next count's mask takes fewer.)
+    fn recipe(&self, state: u32, shape: &Shape) -> Option<Recipe> {
+        let Some(Shortcut::Slice {
+            slice,
+            chars,
+            walk_long: false,
+            chain,
+        }) = &shape.fit
+        else {
+            return None;
+        };
+        let of = &self.tries.slices()[*slice];
+        let parts = of.leaving().iter().take_while(|(n, _)| *n < chain.len());
+        if chain.is_empty() || *chars < of.max_chars() || shape.plan.len() != parts.count() {
+            return None;
+        }
+        let walks = shape.plan.iter().map(|p| match p {
+            PartPlan::Known(walk) => Some(*walk),
+            _ => None,
+        });
+        Some(Recipe {
+            slice: *slice,
+            accepting: self.is_accepting(state),
+            walks: walks.collect::<Option<Vec<_>>>()?,
+        })
     }
 
     /// How each trie of leaving tokens of `fit`'s chain is served ([`PartPlan`]): by a walk
@@ -1341,7 +1424,21 @@ impl TokenIndex {
         let wanted = if cut { longest } else { chars.min(longest) };
         let mut chain = Vec::with_capacity(wanted + 1);
         chain.push(state);
-        while chain.len() <= wanted {
+        loop {
+            // The known moves that lead on (nearly all of a long chain's, inside a string) are
+            // followed under one lock; the next one, which may build, below.
+            {
+                let moves = read(&self.moves);
+                while chain.len() <= wanted {
+                    match moves.get(slice, chain[chain.len() - 1]) {
+                        Some(Advance::To(t)) if t != DEAD => chain.push(t),
+                        _ => break,
+                    }
+                }
+            }
+            if chain.len() > wanted {
+                break;
+            }
             match self.slice_move(slice, chain[chain.len() - 1])? {
                 Advance::To(t) if t != DEAD => chain.push(t),
                 // Up to `chars` every move was followed to find the reach, and leads on; past
@@ -2340,6 +2437,58 @@ mod tests {
             state = idx.next_state(state, v_id(&v, word)).unwrap();
             at = word.bytes().fold(at, |s, b| dfa.next_state(s, b));
         }
+    }
+
+    /// Inside a long counted string, where every member fits and remembered walks serve the
+    /// leaving tokens, a count's mask is found by its recipe, that of a count before: masks
+    /// along texts equal brute force on both sides of a minimum count, through escapes and
+    /// multi-byte characters, where the string may end and where it must go on, up to its
+    /// end; and recipes served most of them.
+    #[test]
+    fn masks_found_by_recipe_equal_brute_force() {
+        let words = [
+            "\"", "a", "ab", "abc", "b c", " a", "é", "中文", "a\"", "\"}", "\\n", "a\\n",
+            "\\u00e9", "\\", "x",
+        ];
+        let v = vocab(&words, words.len() as u32);
+        let patterns = [
+            r#""(?:[^"\\]|\\n|\\u[0-9a-f]{4}){0,90}"\}"#,
+            r#""(?:[^"\\]|\\n|\\u[0-9a-f]{4}){30,60}""#,
+            r#"(?:[^"\\]|\\n|\\u[0-9a-f]{4}){25,90}"#,
+        ];
+        let text = [
+            "\"", "abc", "ab", "b c", "é", "a\\n", "abc", "中文", "\\u00e9", "ab", " a",
+        ];
+        let mut reused = 0;
+        for pattern in patterns {
+            let idx = index(pattern, &v, true);
+            let (mut state, mut prefix) = (idx.initial_state(), Vec::new());
+            for k in 0..40 {
+                assert_eq!(
+                    idx.mask(state).unwrap().ids(),
+                    brute_bytes(pattern, &v, &prefix),
+                    "{pattern} after {:?}",
+                    String::from_utf8_lossy(&prefix)
+                );
+                // The opening quote first where the pattern has one, then the words in turn.
+                let quoted = pattern.starts_with('"');
+                let word = match k {
+                    0 if quoted => text[0],
+                    _ => text[1 + k % (text.len() - 1)],
+                };
+                state = idx.next_state(state, v_id(&v, word)).unwrap();
+                prefix.extend_from_slice(word.as_bytes());
+                if state == DEAD {
+                    break;
+                }
+            }
+            // Each recipe's mask was built once, by the first state of that recipe.
+            let masks = read(&idx.masks);
+            let ids: rustc_hash::FxHashSet<u32> = masks.by_recipe.values().copied().collect();
+            let served = masks.of_state.iter().filter(|id| ids.contains(id)).count();
+            reused += served - masks.by_recipe.len();
+        }
+        assert!(reused > 20, "only {reused} masks were found by recipe");
     }
 
     /// The string character of llama.cpp's JSON grammars leaves out DEL, which the JSON string

@@ -59,7 +59,7 @@ struct Walk {
 }
 
 /// A remembered walk, as an index into [`LeavingWalks`] (which only grows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct WalkId(u32);
 
 /// How one trie of a chain's leaving tokens is served.
