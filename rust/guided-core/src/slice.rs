@@ -40,8 +40,8 @@
 //! would walk every token that leaves the string byte by byte). Building them costs
 //! one pass over the vocabulary and one extra trie each, once per vocabulary (2 ms at 50k tokens,
 //! 11 ms at 200k, for the third); the members by length
-//! cost one set per length up to [`DENSE_CHARS`] (25 KB each at 200k tokens) and a sorted list of
-//! the few longer members.
+//! cost one set per length up to [`DENSE_CHARS`] (25 KB each at 200k tokens), a sorted list of
+//! the few longer members, and a set per [checkpoint](LONG_CHECKPOINTS) among those lengths.
 
 use std::sync::Arc;
 
@@ -57,6 +57,12 @@ use crate::vocab::Vocabulary;
 /// longer members, a few hundred in real vocabularies, are listed, and kept in a trie of their
 /// own for states that must walk them.
 pub const DENSE_CHARS: usize = 16;
+
+/// Member lengths past [`DENSE_CHARS`] at which [`Slice`] keeps the set of the members up to
+/// that length (the ones below its longest member): inside a string of `maxLength: 64`, a count
+/// adds one set and the members since the checkpoint below it, not every member past sixteen
+/// characters.
+pub const LONG_CHECKPOINTS: [usize; 5] = [24, 32, 48, 64, 96];
 
 /// An anchor of the full trie holds at least one token in this many ([`TokenTries::anchors`]).
 pub const ANCHOR_SHARE: usize = 8;
@@ -298,6 +304,9 @@ pub struct Slice {
     within: Vec<Mask>,
     /// Members longer than [`DENSE_CHARS`] characters: `(characters, id)`, sorted.
     long: Vec<(u32, u32)>,
+    /// `(n, members of at most n characters)` for the [`LONG_CHECKPOINTS`] below the longest
+    /// member, so that a count past [`DENSE_CHARS`] adds a set and the few members since.
+    long_within: Vec<(usize, Mask)>,
     /// The same members as a trie, for a walk.
     long_trie: TokenTrie,
     max_chars: usize,
@@ -352,8 +361,19 @@ impl Slice {
             let (shorter, this) = within.split_at_mut(n);
             this[0].union_with(&shorter[n - 1]);
         }
-        let within = within.into_iter().map(Mask::from_set).collect();
         long.sort_unstable();
+        let mut long_within = Vec::new();
+        let mut upto = within[DENSE_CHARS].clone();
+        let mut taken = 0;
+        for &n in LONG_CHECKPOINTS.iter().filter(|&&n| n < max_chars) {
+            let more = long[taken..].partition_point(|&(chars, _)| chars as usize <= n);
+            long[taken..taken + more]
+                .iter()
+                .for_each(|&(_, id)| upto.insert(id));
+            taken += more;
+            long_within.push((n, Mask::from_set(upto.clone())));
+        }
+        let within = within.into_iter().map(Mask::from_set).collect();
         let long_trie = TokenTrie::new(
             long.iter()
                 .filter_map(|&(_, id)| Some((id, vocab.token_bytes(id)?))),
@@ -364,6 +384,7 @@ impl Slice {
             members: Mask::from_set(members),
             within,
             long,
+            long_within,
             long_trie,
             max_chars,
             rest: TokenTrie::new(rest),
@@ -392,8 +413,18 @@ impl Slice {
             set.add_mask(&self.members);
             return;
         }
-        set.add_mask(&self.within[chars.min(DENSE_CHARS)]);
-        for &(_, id) in self.long.iter().take_while(|&&(n, _)| n as usize <= chars) {
+        // The members up to the last checkpoint within `chars`, then those since, one by one
+        // (hundreds past 16 characters in Qwen2's vocabulary, a few between checkpoints).
+        let (from, upto) = match self.long_within.iter().rev().find(|&&(n, _)| n <= chars) {
+            Some((n, upto)) => (*n, upto),
+            None => (DENSE_CHARS, &self.within[chars.min(DENSE_CHARS)]),
+        };
+        set.add_mask(upto);
+        let first = self.long.partition_point(|&(n, _)| n as usize <= from);
+        for &(_, id) in self.long[first..]
+            .iter()
+            .take_while(|&&(n, _)| n as usize <= chars)
+        {
             set.insert(id);
         }
     }
@@ -424,6 +455,11 @@ impl Slice {
     fn memory_bytes(&self) -> usize {
         self.members.memory_bytes()
             + self.within.iter().map(Mask::memory_bytes).sum::<usize>()
+            + self
+                .long_within
+                .iter()
+                .map(|(_, m)| m.memory_bytes())
+                .sum::<usize>()
             + self.long.capacity() * 8
             + self.long_trie.memory_bytes()
             + self.rest.memory_bytes()
@@ -685,7 +721,7 @@ mod tests {
             !json.members().contains(40),
             "the empty token writes nothing"
         );
-        for chars in [0, 1, 7, DENSE_CHARS, DENSE_CHARS + 1, 33, 40, 99] {
+        for chars in [0, 1, 7, DENSE_CHARS, DENSE_CHARS + 1, 23, 24, 25, 32, 33, 39, 40, 99] {
             let mut set = MaskBuilder::new(v.vocab_size());
             json.add_members_within(chars, &mut set);
             let expected: Vec<u32> = (0..chars.min(40) as u32).collect();
