@@ -206,22 +206,21 @@ impl Mask {
     }
 }
 
-/// Most ids a [`MaskBuilder`] takes one by one into its list before it moves to packed words.
-const LISTED_IDS: usize = 256;
-
 /// A mask being computed: the allowed ids as a list while they are few, packed words past that.
 ///
 /// Most states allow either a handful of tokens (a digit, a keyword's next letter) or a large
 /// part of the vocabulary (inside a string). Starting from packed words costs the few-token
 /// states three passes over the whole vocabulary's words (zeroing them, merging a slice's set
 /// into them, and scanning them again to find that a list is smaller), each as long as the
-/// vocabulary, for ten ids. A list costs nothing per vocabulary size; past `LISTED_IDS` ids
-/// taken one by one (a walk's), the ids move to packed words, and from then on the set is built,
-/// and compacted by [`Mask::from_set`], exactly as it was. A sparse mask added whole (a class
-/// slice's tokens: the thousand numbers up to three digits of a 200k vocabulary) is copied into
-/// the list as long as the list stays sparse, and the ids taken one by one after it are counted
-/// from there. Either way the finished mask is the same: a list is only kept while it is shorter
-/// than the bound at which [`Mask::from_set`] goes dense.
+/// vocabulary, for ten ids. A list costs nothing per vocabulary size, so the ids stay in it
+/// until there are as many as make a set dense; past that they move to packed words, and the
+/// set is built, and compacted by [`Mask::from_set`], exactly as it was. A sparse mask added
+/// whole (a class slice's tokens: the thousand numbers up to three digits of a 200k vocabulary)
+/// is copied into the list as long as it fits. A list is sorted when it is finished, by radix
+/// for a long one: finding a thousand ids spread over o200k's packed words again costs a
+/// mispredicted branch per word that holds one (7 us, a value state's mask after a key), their
+/// sort two passes over them (under 3 us). Either way the finished mask is the same: a list is
+/// only kept while it is shorter than the bound at which [`Mask::from_set`] goes dense.
 #[derive(Debug, Clone)]
 pub struct MaskBuilder {
     ids: Vec<u32>,
@@ -229,8 +228,6 @@ pub struct MaskBuilder {
     vocab_size: usize,
     /// Most ids the list may hold: one less than the bound at which a set is dense.
     most: usize,
-    /// Past this many, an id taken one by one moves the list to packed words.
-    listed: usize,
     /// Whether a dense [`Mask`] was added, so the set is past the bound and finishes dense
     /// without the count [`Mask::from_set`] makes (a digit state's thousand numbers spread
     /// over the vocabulary cost that count a few chunks of words before it gives up).
@@ -248,7 +245,6 @@ impl MaskBuilder {
             words: None,
             vocab_size,
             most,
-            listed: LISTED_IDS.min(most),
             dense: false,
         }
     }
@@ -257,7 +253,6 @@ impl MaskBuilder {
     pub fn clear(&mut self) {
         self.ids.clear();
         self.words = None;
-        self.listed = LISTED_IDS.min(self.most);
         self.dense = false;
     }
 
@@ -268,7 +263,7 @@ impl MaskBuilder {
             Some(words) => words.insert(id),
             None if (id as usize) < self.vocab_size => {
                 self.ids.push(id);
-                if self.ids.len() > self.listed {
+                if self.ids.len() > self.most {
                     self.pack();
                 }
             }
@@ -286,7 +281,6 @@ impl MaskBuilder {
             Mask::Sparse { ids, .. } => {
                 if self.words.is_none() && self.ids.len() + ids.len() <= self.most {
                     self.ids.extend_from_slice(ids);
-                    self.listed = self.most.min(self.ids.len() + LISTED_IDS);
                 } else {
                     ids.iter().for_each(|&id| self.insert(id));
                 }
@@ -328,7 +322,7 @@ impl MaskBuilder {
                 let mut ids = self.ids;
                 // A slice's mask alone, or with EOS ids after it, is already ascending.
                 if !ids.is_sorted() {
-                    ids.sort_unstable();
+                    sort_ids(&mut ids, self.vocab_size);
                 }
                 ids.dedup();
                 Mask::Sparse {
@@ -339,6 +333,74 @@ impl MaskBuilder {
         }
     }
 }
+
+/// Sorts ids below `vocab_size`. A list is often an ascending run (a slice's members) and the
+/// ids a walk added after it: a few are sorted in with the run by comparisons; many, a walk's
+/// thousand, are sorted on their own by radix ([`radix_sort`]) and merged with the run.
+fn sort_ids(ids: &mut Vec<u32>, vocab_size: usize) {
+    let run = ids
+        .windows(2)
+        .position(|pair| pair[0] > pair[1])
+        .map_or(ids.len(), |at| at + 1);
+    if run == ids.len() {
+        return;
+    }
+    if ids.len() - run < RADIX_FROM {
+        ids.sort_unstable();
+        return;
+    }
+    let mut rest = ids.split_off(run);
+    radix_sort(&mut rest, vocab_size);
+    if run == 0 {
+        *ids = rest;
+        return;
+    }
+    let mut merged = Vec::with_capacity(ids.len() + rest.len());
+    let (mut a, mut b) = (ids.iter().peekable(), rest.iter().peekable());
+    while let (Some(&&x), Some(&&y)) = (a.peek(), b.peek()) {
+        if x <= y {
+            merged.push(x);
+            a.next();
+        } else {
+            merged.push(y);
+            b.next();
+        }
+    }
+    merged.extend(a);
+    merged.extend(b);
+    *ids = merged;
+}
+
+/// Sorts ids below `vocab_size` by radix, in as few passes of up to 11 bits as the ids need
+/// (two for 200k tokens), each a count and a scatter.
+fn radix_sort(ids: &mut Vec<u32>, vocab_size: usize) {
+    let bits = usize::BITS - vocab_size.saturating_sub(1).leading_zeros();
+    let passes = bits.div_ceil(11).max(1);
+    let width = bits.div_ceil(passes);
+    let digit = (1u32 << width) - 1;
+    let mut counts = vec![0u32; 1 << width];
+    let mut spare = vec![0u32; ids.len()];
+    for pass in 0..passes {
+        let shift = pass * width;
+        counts.fill(0);
+        for &id in ids.iter() {
+            counts[(id >> shift & digit) as usize] += 1;
+        }
+        let mut sum = 0;
+        for count in counts.iter_mut() {
+            (*count, sum) = (sum, sum + *count);
+        }
+        for &id in ids.iter() {
+            let at = &mut counts[(id >> shift & digit) as usize];
+            spare[*at as usize] = id;
+            *at += 1;
+        }
+        std::mem::swap(ids, &mut spare);
+    }
+}
+
+/// Unordered ids at least this many are sorted by radix ([`sort_ids`]).
+const RADIX_FROM: usize = 128;
 
 /// Writes a mask allowing only `ids` (ids outside the width are ignored) into `out`.
 pub fn write_only(out: &mut [u32], ids: &[u32]) {
@@ -483,6 +545,38 @@ mod tests {
 
     /// A whole sparse mask goes into the list only while the list stays below the dense bound,
     /// and ids taken one by one after it pack the list exactly when it would reach it.
+    /// Lists sorted by radix, alone or after an ascending run, equal lists sorted by comparison,
+    /// for vocabularies that take one, two or three passes, with repeated ids and the largest id
+    /// of each.
+    #[test]
+    fn radix_sorted_ids_equal_compared_ones() {
+        let mut x: u64 = 7;
+        for vocab_size in [300usize, 2048, 200_019, 4_000_000, u32::MAX as usize] {
+            for n in [RADIX_FROM - 1, RADIX_FROM, 1000, 5000] {
+                let mut ids: Vec<u32> = (0..n)
+                    .map(|_| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        ((x >> 33) % vocab_size as u64) as u32
+                    })
+                    .collect();
+                ids.extend([(vocab_size - 1) as u32, 0, ids[0]]);
+                let mut expected = ids.clone();
+                expected.sort_unstable();
+                for run in [0, 1, n / 2, n - RADIX_FROM / 2] {
+                    let mut ids = ids.clone();
+                    ids[..run].sort_unstable();
+                    sort_ids(&mut ids, vocab_size);
+                    assert_eq!(ids, expected, "{n} ids below {vocab_size}, run {run}");
+                }
+                let mut rest = ids.clone();
+                radix_sort(&mut rest, vocab_size);
+                assert_eq!(rest, expected, "{n} ids below {vocab_size}");
+            }
+        }
+    }
+
     #[test]
     fn a_builder_list_stops_exactly_at_the_dense_bound() {
         // 200,000 ids take 6,250 words: 1,563 ids make a set dense.

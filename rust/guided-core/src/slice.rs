@@ -721,7 +721,21 @@ mod tests {
             !json.members().contains(40),
             "the empty token writes nothing"
         );
-        for chars in [0, 1, 7, DENSE_CHARS, DENSE_CHARS + 1, 23, 24, 25, 32, 33, 39, 40, 99] {
+        for chars in [
+            0,
+            1,
+            7,
+            DENSE_CHARS,
+            DENSE_CHARS + 1,
+            23,
+            24,
+            25,
+            32,
+            33,
+            39,
+            40,
+            99,
+        ] {
             let mut set = MaskBuilder::new(v.vocab_size());
             json.add_members_within(chars, &mut set);
             let expected: Vec<u32> = (0..chars.min(40) as u32).collect();
