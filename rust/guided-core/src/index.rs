@@ -846,10 +846,11 @@ impl TokenIndex {
     }
 
     /// Where the characters `bytes` starts with lead from `state` along a slice's chain, as far
-    /// as its moves are known or read off the copy before ([`shifted_move`](Self::shifted_move)),
-    /// with how many bytes they take; `(state, 0)` where no slice's move from `state` is known.
-    /// The chain of the first slice whose move is known and leads on is taken: its characters
-    /// all lead to one state, so a whole character of it steps there without a row.
+    /// as its moves are known without building rows
+    /// ([`move_without_rows`](Self::move_without_rows)), with how many bytes they take;
+    /// `(state, 0)` where no slice's move from `state` is known. The chain of the first slice
+    /// whose move from `state` is known is taken: a slice's characters all lead to one state,
+    /// so a whole character of it steps there without a row.
     fn along_chain(&self, state: u32, bytes: &[u8]) -> Result<(u32, usize)> {
         let slice = {
             let moves = read(&self.moves);
@@ -867,13 +868,8 @@ impl TokenIndex {
             if at != chars.boundary() {
                 continue;
             }
-            let known = read(&self.moves).get(slice, s);
-            let advance = match known {
-                Some(advance) => advance,
-                None => match self.shifted_move(slice, s)? {
-                    Some(advance) => advance,
-                    None => break,
-                },
+            let Some(advance) = self.move_without_rows(slice, s)? else {
+                break;
             };
             match advance {
                 Advance::To(t) => (s, taken) = (t, k + 1),
@@ -1353,7 +1349,8 @@ impl TokenIndex {
     /// the characters part ways before [`DENSE_CHARS`] steps leaves the slice out; one on which
     /// they part ways later takes the members up to there and walks the longer ones.
     ///
-    /// A slice that already reads `state` alike is asked first ([`first_slice`](Self::first_slice)).
+    /// A slice that already reads `state` alike is asked first
+    /// ([`first_slice`](Self::first_slice)).
     fn slice_fit(&self, state: u32) -> Result<Option<Shortcut>> {
         let first = self.first_slice(state)?;
         let rest = (0..self.tries.slices().len()).filter(|&i| Some(i) != first);
@@ -1401,7 +1398,7 @@ impl TokenIndex {
             }
         }
         for i in slices {
-            if leads_on(self.shifted_move(i, state)?) {
+            if leads_on(self.move_without_rows(i, state)?) {
                 return Ok(Some(i));
             }
         }
@@ -1766,15 +1763,21 @@ impl TokenIndex {
 
     /// Where the characters of slice `slice` lead from `state`, remembered per state.
     fn slice_move(&self, slice: usize, state: u32) -> Result<Advance> {
-        if let Some(known) = read(&self.moves).get(slice, state) {
-            return Ok(known);
-        }
-        if let Some(advance) = self.shifted_move(slice, state)? {
+        if let Some(advance) = self.move_without_rows(slice, state)? {
             return Ok(advance);
         }
         let (advance, flags) = self.explored_move(slice, state)?;
         write(&self.moves).set(slice, state, advance, flags);
         Ok(advance)
+    }
+
+    /// The move of `state` on slice `slice` where it is known or can be read off the copy before
+    /// ([`shifted_move`](Self::shifted_move)), which builds no row; `None` otherwise.
+    fn move_without_rows(&self, slice: usize, state: u32) -> Result<Option<Advance>> {
+        if let Some(known) = read(&self.moves).get(slice, state) {
+            return Ok(Some(known));
+        }
+        self.shifted_move(slice, state)
     }
 
     /// Where the characters of slice `slice` lead from `state`, found by following them
