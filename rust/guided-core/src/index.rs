@@ -33,7 +33,12 @@
 //! subset construction per count and per character length. The tries of tokens that leave the
 //! slice are walked from the chain's states, and a walk is remembered for the counts further on
 //! whose walks are it renamed (module `leaving`), so that the masks inside a counted string mostly
-//! look up what the first of them walked. States inside a narrower run (an
+//! look up what the first of them walked. Such a mask needs nothing of its own state's row, so
+//! inside a counted string no count's row is built, and a step from a count follows a word's
+//! characters along the chain too: a row per character, with the states inside each count's
+//! escapes and multi-byte characters, was otherwise most of both. Where every member fits and
+//! remembered walks serve every leaving trie, neighbouring counts have one mask, found by its
+//! recipe instead of being built again. States inside a narrower run (an
 //! identifier, a number, `[a-z0-9.-]{1,63}`, free text up to a tool call's trigger), and the
 //! states a leading space leads to, do the same with a [class slice](crate::class_slice) found
 //! from the state's own moves: the walk passes over the subtrees spelled from the class and
