@@ -320,10 +320,7 @@ impl MaskBuilder {
             Some(words) => Mask::from_set(words),
             None => {
                 let mut ids = self.ids;
-                // A slice's mask alone, or with EOS ids after it, is already ascending.
-                if !ids.is_sorted() {
-                    sort_ids(&mut ids, self.vocab_size);
-                }
+                sort_ids(&mut ids, self.vocab_size);
                 ids.dedup();
                 Mask::Sparse {
                     ids: ids.into_boxed_slice(),
@@ -334,9 +331,10 @@ impl MaskBuilder {
     }
 }
 
-/// Sorts ids below `vocab_size`. A list is often an ascending run (a slice's members) and the
-/// ids a walk added after it: a few are sorted in with the run by comparisons; many, a walk's
-/// thousand, are sorted on their own by radix ([`radix_sort`]) and merged with the run.
+/// Sorts ids below `vocab_size`. A list is often ascending already (a slice's mask alone, or
+/// with EOS ids after it), or an ascending run and the ids a walk added after it: a few are
+/// sorted in with the run by comparisons; many, a walk's thousand, are sorted on their own by
+/// radix ([`radix_sort`]) and merged with the run.
 fn sort_ids(ids: &mut Vec<u32>, vocab_size: usize) {
     let run = ids
         .windows(2)
