@@ -7,7 +7,13 @@
 //!
 //! A set for a 200k-token vocabulary is 6,250 words (25 KB). Sets are built once per automaton
 //! state and then copied, never rebuilt, so the representation favours copying: a plain `Vec<u32>`
-//! whose words go to the caller's buffer with one `copy_from_slice`.
+//! whose words go to the caller's buffer with one `copy_from_slice`. A finished [`Mask`] keeps
+//! the form that is cheapest to make and keep: the words, the list of a few ids, or, for the
+//! many states inside a counted string whose masks are one large set the vocabulary's slices
+//! keep and a few hundred ids besides, that set shared and the ids (`Mask::Shared`), so that
+//! no state copies or hashes the 25 KB to make its own.
+
+use std::sync::Arc;
 
 /// A set of token ids below a fixed vocabulary size, as packed 32-bit words.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -104,15 +110,22 @@ impl TokenSet {
     }
 }
 
-/// A finished mask as an index keeps it: dense words, or the list of allowed ids when there are
+/// A finished mask as an index keeps it: dense words, the list of allowed ids when there are
 /// so few that the list is smaller (a digit state allows ten tokens out of 200k; storing 25 KB
-/// for it would make an index of many such states far larger than it needs to be).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// for it would make an index of many such states far larger than it needs to be), or a dense
+/// set shared with others and the few ids it lacks.
+///
+/// The shared form is what a state inside a counted string allows: the members of its slice
+/// within the characters left (a set the vocabulary's slice keeps, most of the vocabulary) and
+/// the tokens that close the string there. Each count's mask differs from the next one's, so
+/// each would otherwise be a copy of the slice's set (19 KB at 150k tokens) made, hashed and
+/// stored per count; sharing it costs the list of the ids added.
+#[derive(Debug, Clone)]
 pub enum Mask {
     /// One bit per token. [`Mask::from_set`] keeps this form only for a set of at least a
     /// quarter as many ids as words, and [`MaskBuilder`] relies on that: a set it adds in this
     /// form is known to finish dense without counting it.
-    Dense(TokenSet),
+    Dense(Arc<TokenSet>),
     /// The allowed ids, ascending.
     Sparse {
         /// The ids.
@@ -120,7 +133,42 @@ pub enum Mask {
         /// Number of ids the mask ranges over.
         vocab_size: usize,
     },
+    /// The ids of a dense set shared with other masks, and others.
+    Shared {
+        /// The shared set, of the dense form's size.
+        base: Arc<TokenSet>,
+        /// The ids allowed besides, in no particular order, possibly repeated or in the set.
+        ids: Box<[u32]>,
+    },
 }
+
+/// `ids` ascending, each once.
+fn distinct(ids: &[u32]) -> Vec<u32> {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Masks are equal when they allow the same ids, whatever their forms. Dense and sparse masks
+/// come in one form per set ([`Mask::from_set`]); a shared one may equal a dense one, or one
+/// whose ids are listed in another order, so those are compared word by word.
+impl PartialEq for Mask {
+    fn eq(&self, other: &Mask) -> bool {
+        match (self, other) {
+            (Mask::Dense(a), Mask::Dense(b)) => a == b,
+            (Mask::Sparse { ids: a, .. }, Mask::Sparse { ids: b, .. }) => a == b,
+            (Mask::Shared { base: a, ids: x }, Mask::Shared { base: b, ids: y })
+                if Arc::ptr_eq(a, b) && x == y =>
+            {
+                true
+            }
+            _ => self.vocab_size() == other.vocab_size() && self.packed() == other.packed(),
+        }
+    }
+}
+
+impl Eq for Mask {}
 
 impl Mask {
     /// The compact form of `set`.
@@ -142,7 +190,7 @@ impl Mask {
             if ids.len() + 32 * nonzero >= bound {
                 let n = chunk.iter().map(|w| w.count_ones() as usize).sum::<usize>();
                 if ids.len() + n >= bound {
-                    return Mask::Dense(set);
+                    return Mask::Dense(Arc::new(set));
                 }
             }
             for (i, &w) in chunk.iter().enumerate().filter(|(_, &w)| w != 0) {
@@ -160,12 +208,31 @@ impl Mask {
         }
     }
 
+    /// Number of ids the mask ranges over.
+    pub fn vocab_size(&self) -> usize {
+        match self {
+            Mask::Dense(set) | Mask::Shared { base: set, .. } => set.vocab_size(),
+            Mask::Sparse { vocab_size, .. } => *vocab_size,
+        }
+    }
+
     /// Writes the mask into `out`, exactly `ceil(vocab_size/32)` words.
     pub fn write_to(&self, out: &mut [u32]) {
         match self {
             Mask::Dense(set) => set.write_to(out),
             Mask::Sparse { ids, .. } => write_only(out, ids),
+            Mask::Shared { base, ids } => {
+                base.write_to(out);
+                add_ids(out, ids);
+            }
         }
+    }
+
+    /// The mask as packed words.
+    fn packed(&self) -> Vec<u32> {
+        let mut words = vec![0; words_for(self.vocab_size())];
+        self.write_to(&mut words);
+        words
     }
 
     /// Whether `id` is allowed.
@@ -173,6 +240,7 @@ impl Mask {
         match self {
             Mask::Dense(set) => set.contains(id),
             Mask::Sparse { ids, .. } => ids.binary_search(&id).is_ok(),
+            Mask::Shared { base, ids } => base.contains(id) || ids.contains(&id),
         }
     }
 
@@ -181,6 +249,10 @@ impl Mask {
         match self {
             Mask::Dense(set) => set.len(),
             Mask::Sparse { ids, .. } => ids.len(),
+            Mask::Shared { base, ids } => {
+                let besides = distinct(ids).into_iter().filter(|&id| !base.contains(id));
+                base.len() + besides.count()
+            }
         }
     }
 
@@ -194,14 +266,20 @@ impl Mask {
         match self {
             Mask::Dense(set) => set.iter().collect(),
             Mask::Sparse { ids, .. } => ids.to_vec(),
+            Mask::Shared { base, ids } => {
+                let mut all: Vec<u32> = base.iter().chain(ids.iter().copied()).collect();
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
         }
     }
 
-    /// Bytes of heap memory the mask holds.
+    /// Bytes of heap memory the mask holds on its own (a shared set is its owner's).
     pub fn memory_bytes(&self) -> usize {
         match self {
             Mask::Dense(set) => set.memory_bytes(),
-            Mask::Sparse { ids, .. } => ids.len() * 4,
+            Mask::Sparse { ids, .. } | Mask::Shared { ids, .. } => ids.len() * 4,
         }
     }
 }
@@ -221,10 +299,16 @@ impl Mask {
 /// mispredicted branch per word that holds one (7 us, a value state's mask after a key), their
 /// sort two passes over them (under 3 us). Either way the finished mask is the same: a list is
 /// only kept while it is shorter than the bound at which [`Mask::from_set`] goes dense.
+///
+/// The first dense mask added is not copied but kept as the base of a [`Mask::Shared`], with
+/// the list holding the ids added besides, as long as they stay under the same bound; past it,
+/// or when a second dense mask comes, the base is copied into packed words after all.
 #[derive(Debug, Clone)]
 pub struct MaskBuilder {
     ids: Vec<u32>,
     words: Option<TokenSet>,
+    /// The dense set the list's ids are added to, while there are no packed words.
+    base: Option<Arc<TokenSet>>,
     vocab_size: usize,
     /// Most ids the list may hold: one less than the bound at which a set is dense.
     most: usize,
@@ -243,6 +327,7 @@ impl MaskBuilder {
         MaskBuilder {
             ids: Vec::new(),
             words: None,
+            base: None,
             vocab_size,
             most,
             dense: false,
@@ -253,6 +338,7 @@ impl MaskBuilder {
     pub fn clear(&mut self) {
         self.ids.clear();
         self.words = None;
+        self.base = None;
         self.dense = false;
     }
 
@@ -271,54 +357,80 @@ impl MaskBuilder {
         }
     }
 
+    /// Adds every id of `ids` (ids at or beyond the vocabulary size are ignored).
+    pub fn extend(&mut self, ids: &[u32]) {
+        if self.words.is_none() && self.ids.len() + ids.len() <= self.most {
+            let size = self.vocab_size;
+            self.ids
+                .extend(ids.iter().filter(|&&id| (id as usize) < size));
+        } else {
+            ids.iter().for_each(|&id| self.insert(id));
+        }
+    }
+
     /// Adds every id of `mask` (which must range over the same vocabulary size).
     pub fn add_mask(&mut self, mask: &Mask) {
         match mask {
-            Mask::Dense(set) => {
-                self.add_set(set);
-                self.dense = true;
+            Mask::Dense(set) => self.add_dense(set),
+            Mask::Sparse { ids, .. } => self.extend(ids),
+            Mask::Shared { base, ids } => {
+                self.add_dense(base);
+                self.extend(ids);
             }
-            Mask::Sparse { ids, .. } => {
-                if self.words.is_none() && self.ids.len() + ids.len() <= self.most {
-                    self.ids.extend_from_slice(ids);
-                } else {
-                    ids.iter().for_each(|&id| self.insert(id));
-                }
-            }
+        }
+    }
+
+    /// Adds a dense set: kept shared if it is the first, merged into packed words otherwise.
+    fn add_dense(&mut self, set: &Arc<TokenSet>) {
+        self.dense = true;
+        if self.words.is_none() && self.base.is_none() {
+            self.base = Some(Arc::clone(set));
+        } else {
+            self.pack().union_with(set);
         }
     }
 
     /// Adds every id of `set` (which must range over the same vocabulary size).
     pub fn add_set(&mut self, set: &TokenSet) {
-        match &mut self.words {
-            Some(words) => words.union_with(set),
+        if self.words.is_none() && self.base.is_none() {
             // The first set is copied with the listed ids put in after it: one pass over the
-            // words rather than clearing them and merging into them (a string state's mask is
-            // most of the vocabulary, 19 KB at 150k tokens).
-            None => {
-                let mut words = set.clone();
-                self.ids.drain(..).for_each(|id| words.insert(id));
-                self.words = Some(words);
-            }
+            // words rather than clearing them and merging into them.
+            let mut words = set.clone();
+            self.ids.drain(..).for_each(|id| words.insert(id));
+            self.words = Some(words);
+        } else {
+            self.pack().union_with(set);
         }
     }
 
-    /// The packed words, made from the list if they are not yet.
+    /// The packed words, made from the base and the list if they are not yet.
     fn pack(&mut self) -> &mut TokenSet {
-        let (ids, vocab_size) = (&mut self.ids, self.vocab_size);
+        let (ids, base, vocab_size) = (&mut self.ids, &mut self.base, self.vocab_size);
         self.words.get_or_insert_with(|| {
-            let mut words = TokenSet::empty(vocab_size);
+            let mut words = match base.take() {
+                Some(base) => TokenSet::clone(&base),
+                None => TokenSet::empty(vocab_size),
+            };
             ids.drain(..).for_each(|id| words.insert(id));
             words
         })
     }
 
-    /// The finished mask, in the form [`Mask::from_set`] gives the same set.
+    /// The finished mask, in the form [`Mask::from_set`] gives the same set, or shared.
     pub fn finish(self) -> Mask {
-        match self.words {
-            Some(words) if self.dense => Mask::Dense(words),
-            Some(words) => Mask::from_set(words),
-            None => {
+        match (self.words, self.base) {
+            (Some(words), _) if self.dense => Mask::Dense(Arc::new(words)),
+            (Some(words), _) => Mask::from_set(words),
+            (None, Some(base)) => {
+                // Left as found: a count's few hundred ids come from several walks and the
+                // members since a checkpoint, and sorting them, or checking each against the
+                // set, cost more than the copy of the set saves.
+                Mask::Shared {
+                    base,
+                    ids: self.ids.into_boxed_slice(),
+                }
+            }
+            (None, None) => {
                 let mut ids = self.ids;
                 sort_ids(&mut ids, self.vocab_size);
                 ids.dedup();
@@ -403,6 +515,11 @@ const RADIX_FROM: usize = 128;
 /// Writes a mask allowing only `ids` (ids outside the width are ignored) into `out`.
 pub fn write_only(out: &mut [u32], ids: &[u32]) {
     out.fill(0);
+    add_ids(out, ids);
+}
+
+/// Sets the bits of `ids` in `out` (ids outside the width are ignored).
+pub fn add_ids(out: &mut [u32], ids: &[u32]) {
     for &id in ids {
         let id = id as usize;
         if let Some(word) = out.get_mut(id >> 5) {
@@ -536,8 +653,20 @@ mod tests {
                 };
                 set.union_with(&packed(&ids));
             }
-            // The same ids in the same form: a list exactly where the packed set compacts to one.
-            proptest::prop_assert_eq!(builder.finish(), Mask::from_set(set));
+            // The same ids, and a list exactly where the packed set compacts to one; a dense
+            // mask added first is shared, not copied, and reads as the packed set does.
+            let (finished, expected) = (builder.finish(), Mask::from_set(set));
+            let sparse = |m: &Mask| matches!(m, Mask::Sparse { .. });
+            proptest::prop_assert_eq!(sparse(&finished), sparse(&expected));
+            proptest::prop_assert_eq!(finished.ids(), expected.ids());
+            proptest::prop_assert_eq!(finished.len(), expected.len());
+            let mut written = vec![u32::MAX; words_for(size)];
+            finished.write_to(&mut written);
+            proptest::prop_assert_eq!(written, expected.packed());
+            for id in expected.ids().iter().take(50).chain(&[0, v / 2, v.saturating_sub(1), v]) {
+                proptest::prop_assert_eq!(finished.contains(*id), expected.contains(*id));
+            }
+            proptest::prop_assert_eq!(&finished, &expected);
         }
     }
 
@@ -608,6 +737,55 @@ mod tests {
             expected.dedup();
             assert_eq!(finished.ids(), expected);
         }
+    }
+
+    /// A dense mask added first is shared by the masks built on it, each holding only the ids
+    /// it adds; masks that allow the same ids are equal whatever their forms (shared on one
+    /// set or another, ids listed in any order, dense), and unequal when one id differs.
+    #[test]
+    fn masks_built_on_a_dense_one_share_it() {
+        let v = 10_000usize;
+        let dense = |ids: &mut dyn Iterator<Item = u32>| {
+            let mut set = TokenSet::empty(v);
+            ids.for_each(|id| set.insert(id));
+            Mask::from_set(set)
+        };
+        let members = dense(&mut (0..5000).filter(|id| id % 3 != 0));
+        let Mask::Dense(shared) = &members else {
+            panic!("5000 of 10000 ids make a dense mask");
+        };
+        let build = |extra: &[u32]| {
+            let mut builder = MaskBuilder::new(v);
+            builder.add_mask(&members);
+            extra.iter().for_each(|&id| builder.insert(id));
+            builder.finish()
+        };
+        let a = build(&[9_999, 3, 7_001]);
+        let b = build(&[7_001, 3, 9_999, 3, 4]);
+        for m in [&a, &b] {
+            let Mask::Shared { base, ids } = m else {
+                panic!("a dense mask added first is shared: {m:?}");
+            };
+            assert!(Arc::ptr_eq(base, shared));
+            assert!(ids.len() <= 5 && m.memory_bytes() <= 20);
+        }
+        // `b`'s 4 is in the set already: the same ids as `a`, listed otherwise.
+        assert_eq!(a, b);
+        assert_eq!(a.len(), members.len() + 3);
+        let copied = dense(&mut members.ids().into_iter().chain([3, 7_001, 9_999]));
+        assert!(matches!(copied, Mask::Dense(_)));
+        assert_eq!(a, copied);
+        assert_eq!(copied, a);
+        let other = dense(&mut members.ids().into_iter().chain([3, 7_001]));
+        assert_ne!(a, other);
+        assert_ne!(a, build(&[9_999, 6, 7_001]));
+        assert!(a.contains(9_999) && a.contains(4) && !a.contains(6) && !a.contains(10_000));
+        let mut out = vec![0u32; words_for(v)];
+        a.write_to(&mut out);
+        assert_eq!(out, copied.packed());
+        // Past the dense bound the added ids are packed with a copy of the set.
+        let many: Vec<u32> = (5_000..5_000 + 79).collect();
+        assert!(matches!(build(&many), Mask::Dense(_)));
     }
 
     #[test]

@@ -574,18 +574,28 @@ fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
 /// is word `w` of the row).
 fn write_row(dst: &mut [i32], mask: &Mask) {
     match mask {
-        Mask::Dense(set) => {
-            for (d, &s) in dst.iter_mut().zip(set.words()) {
-                *d = s as i32;
-            }
-        }
+        Mask::Dense(set) => copy_words(dst, set.words()),
         Mask::Sparse { ids, .. } => {
             dst.fill(0);
-            for &id in ids.iter() {
-                if let Some(word) = dst.get_mut(id as usize >> 5) {
-                    *word |= (1u32 << (id & 31)) as i32;
-                }
-            }
+            set_ids(dst, ids);
+        }
+        Mask::Shared { base, ids } => {
+            copy_words(dst, base.words());
+            set_ids(dst, ids);
+        }
+    }
+}
+
+fn copy_words(dst: &mut [i32], words: &[u32]) {
+    for (d, &s) in dst.iter_mut().zip(words) {
+        *d = s as i32;
+    }
+}
+
+fn set_ids(dst: &mut [i32], ids: &[u32]) {
+    for &id in ids {
+        if let Some(word) = dst.get_mut(id as usize >> 5) {
+            *word |= (1u32 << (id & 31)) as i32;
         }
     }
 }
@@ -745,9 +755,10 @@ impl PyGuide {
         let state = self.inner.state();
         let vocab_size = index.vocab_size();
         let flags = guard_detached(py, move || {
-            let mask = index.mask(state)?;
-            Ok((0..vocab_size as u32)
-                .map(|t| mask.contains(t))
+            let mut words = vec![0u32; words_for(vocab_size)];
+            index.mask(state)?.write_to(&mut words);
+            Ok((0..vocab_size)
+                .map(|t| words[t >> 5] >> (t & 31) & 1 != 0)
                 .collect::<Vec<bool>>())
         })?;
         let torch = py.import("torch")?;

@@ -151,7 +151,7 @@ impl LeavingWalks {
         if let Some(walk) = self.walks.get(id.0 as usize) {
             let (start, len) = walk.tokens;
             let tokens = &self.tokens[start as usize..][..len as usize];
-            tokens.iter().for_each(|&id| set.insert(id));
+            set.extend(tokens);
         }
     }
 
