@@ -126,9 +126,9 @@ pub enum Mask {
     /// quarter as many ids as words, and [`MaskBuilder`] relies on that: a set it adds in this
     /// form is known to finish dense without counting it.
     Dense(Arc<TokenSet>),
-    /// The allowed ids, ascending.
+    /// The allowed ids: ascending from [`Mask::from_set`], as found from a [`MaskBuilder`].
     Sparse {
-        /// The ids.
+        /// The ids, possibly repeated.
         ids: Box<[u32]>,
         /// Number of ids the mask ranges over.
         vocab_size: usize,
@@ -150,14 +150,16 @@ fn distinct(ids: &[u32]) -> Vec<u32> {
     ids
 }
 
-/// Masks are equal when they allow the same ids, whatever their forms. Dense and sparse masks
-/// come in one form per set ([`Mask::from_set`]); a shared one may equal a dense one, or one
-/// whose ids are listed in another order, so those are compared word by word.
+/// Masks are equal when they allow the same ids, whatever their forms. A set is dense or
+/// sparse in one way only ([`Mask::from_set`]), but lists may hold their ids in any order, and
+/// a shared mask may equal a dense one: those are compared as sets.
 impl PartialEq for Mask {
     fn eq(&self, other: &Mask) -> bool {
         match (self, other) {
             (Mask::Dense(a), Mask::Dense(b)) => a == b,
-            (Mask::Sparse { ids: a, .. }, Mask::Sparse { ids: b, .. }) => a == b,
+            (Mask::Sparse { ids: a, .. }, Mask::Sparse { ids: b, .. }) => {
+                a == b || distinct(a) == distinct(b)
+            }
             (Mask::Shared { base: a, ids: x }, Mask::Shared { base: b, ids: y })
                 if Arc::ptr_eq(a, b) && x == y =>
             {
@@ -239,7 +241,7 @@ impl Mask {
     pub fn contains(&self, id: u32) -> bool {
         match self {
             Mask::Dense(set) => set.contains(id),
-            Mask::Sparse { ids, .. } => ids.binary_search(&id).is_ok(),
+            Mask::Sparse { ids, .. } => ids.contains(&id),
             Mask::Shared { base, ids } => base.contains(id) || ids.contains(&id),
         }
     }
@@ -248,7 +250,7 @@ impl Mask {
     pub fn len(&self) -> usize {
         match self {
             Mask::Dense(set) => set.len(),
-            Mask::Sparse { ids, .. } => ids.len(),
+            Mask::Sparse { ids, .. } => distinct(ids).len(),
             Mask::Shared { base, ids } => {
                 let besides = distinct(ids).into_iter().filter(|&id| !base.contains(id));
                 base.len() + besides.count()
@@ -258,14 +260,17 @@ impl Mask {
 
     /// Whether nothing is allowed.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        match self {
+            Mask::Sparse { ids, .. } => ids.is_empty(),
+            _ => self.len() == 0,
+        }
     }
 
     /// The allowed ids, ascending.
     pub fn ids(&self) -> Vec<u32> {
         match self {
             Mask::Dense(set) => set.iter().collect(),
-            Mask::Sparse { ids, .. } => ids.to_vec(),
+            Mask::Sparse { ids, .. } => distinct(ids),
             Mask::Shared { base, ids } => {
                 let mut all: Vec<u32> = base.iter().chain(ids.iter().copied()).collect();
                 all.sort_unstable();
@@ -294,11 +299,13 @@ impl Mask {
 /// until there are as many as make a set dense; past that they move to packed words, and the
 /// set is built, and compacted by [`Mask::from_set`], exactly as it was. A sparse mask added
 /// whole (a class slice's tokens: the thousand numbers up to three digits of a 200k vocabulary)
-/// is copied into the list as long as it fits. A list is sorted when it is finished, by radix
-/// for a long one: finding a thousand ids spread over o200k's packed words again costs a
-/// mispredicted branch per word that holds one (7 us, a value state's mask after a key), their
-/// sort two passes over them (under 3 us). Either way the finished mask is the same: a list is
-/// only kept while it is shorter than the bound at which [`Mask::from_set`] goes dense.
+/// is copied into the list as long as it fits. A finished list is kept as it was found, not
+/// sorted: a walk finds ids in the order of their bytes, not of their numbers, and sorting the
+/// few hundred of a value state or a tool call's arguments cost more than the walk (5 us for
+/// 571 ids over o200k, by radix), where writing them into a caller's row needs no order; so
+/// masks are compared as sets, and the index's cache hashes a list without regard to order.
+/// The set is the same as packing would give: a list is only kept while it is shorter than the
+/// bound at which [`Mask::from_set`] goes dense.
 ///
 /// The first dense mask added is not copied but kept as the base of a [`Mask::Shared`], with
 /// the list holding the ids added besides, as long as they stay under the same bound; past it,
@@ -430,87 +437,13 @@ impl MaskBuilder {
                     ids: self.ids.into_boxed_slice(),
                 }
             }
-            (None, None) => {
-                let mut ids = self.ids;
-                sort_ids(&mut ids, self.vocab_size);
-                ids.dedup();
-                Mask::Sparse {
-                    ids: ids.into_boxed_slice(),
-                    vocab_size: self.vocab_size,
-                }
-            }
+            (None, None) => Mask::Sparse {
+                ids: self.ids.into_boxed_slice(),
+                vocab_size: self.vocab_size,
+            },
         }
     }
 }
-
-/// Sorts ids below `vocab_size`. A list is often ascending already (a slice's mask alone, or
-/// with EOS ids after it), or an ascending run and the ids a walk added after it: a few are
-/// sorted in with the run by comparisons; many, a walk's thousand, are sorted on their own by
-/// radix ([`radix_sort`]) and merged with the run.
-fn sort_ids(ids: &mut Vec<u32>, vocab_size: usize) {
-    let run = ids
-        .windows(2)
-        .position(|pair| pair[0] > pair[1])
-        .map_or(ids.len(), |at| at + 1);
-    if run == ids.len() {
-        return;
-    }
-    if ids.len() - run < RADIX_FROM {
-        ids.sort_unstable();
-        return;
-    }
-    let mut rest = ids.split_off(run);
-    radix_sort(&mut rest, vocab_size);
-    if run == 0 {
-        *ids = rest;
-        return;
-    }
-    let mut merged = Vec::with_capacity(ids.len() + rest.len());
-    let (mut a, mut b) = (ids.iter().peekable(), rest.iter().peekable());
-    while let (Some(&&x), Some(&&y)) = (a.peek(), b.peek()) {
-        if x <= y {
-            merged.push(x);
-            a.next();
-        } else {
-            merged.push(y);
-            b.next();
-        }
-    }
-    merged.extend(a);
-    merged.extend(b);
-    *ids = merged;
-}
-
-/// Sorts ids below `vocab_size` by radix, in as few passes of up to 11 bits as the ids need
-/// (two for 200k tokens), each a count and a scatter.
-fn radix_sort(ids: &mut Vec<u32>, vocab_size: usize) {
-    let bits = usize::BITS - vocab_size.saturating_sub(1).leading_zeros();
-    let passes = bits.div_ceil(11).max(1);
-    let width = bits.div_ceil(passes);
-    let digit = (1u32 << width) - 1;
-    let mut counts = vec![0u32; 1 << width];
-    let mut spare = vec![0u32; ids.len()];
-    for pass in 0..passes {
-        let shift = pass * width;
-        counts.fill(0);
-        for &id in ids.iter() {
-            counts[(id >> shift & digit) as usize] += 1;
-        }
-        let mut sum = 0;
-        for count in counts.iter_mut() {
-            (*count, sum) = (sum, sum + *count);
-        }
-        for &id in ids.iter() {
-            let at = &mut counts[(id >> shift & digit) as usize];
-            spare[*at as usize] = id;
-            *at += 1;
-        }
-        std::mem::swap(ids, &mut spare);
-    }
-}
-
-/// Unordered ids at least this many are sorted by radix ([`sort_ids`]).
-const RADIX_FROM: usize = 128;
 
 /// Writes a mask allowing only `ids` (ids outside the width are ignored) into `out`.
 pub fn write_only(out: &mut [u32], ids: &[u32]) {
@@ -672,38 +605,6 @@ mod tests {
 
     /// A whole sparse mask goes into the list only while the list stays below the dense bound,
     /// and ids taken one by one after it pack the list exactly when it would reach it.
-    /// Lists sorted by radix, alone or after an ascending run, equal lists sorted by comparison,
-    /// for vocabularies that take one, two or three passes, with repeated ids and the largest id
-    /// of each.
-    #[test]
-    fn radix_sorted_ids_equal_compared_ones() {
-        let mut x: u64 = 7;
-        for vocab_size in [300usize, 2048, 200_019, 4_000_000, u32::MAX as usize] {
-            for n in [RADIX_FROM - 1, RADIX_FROM, 1000, 5000] {
-                let mut ids: Vec<u32> = (0..n)
-                    .map(|_| {
-                        x = x
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        ((x >> 33) % vocab_size as u64) as u32
-                    })
-                    .collect();
-                ids.extend([(vocab_size - 1) as u32, 0, ids[0]]);
-                let mut expected = ids.clone();
-                expected.sort_unstable();
-                for run in [0, 1, n / 2, n - RADIX_FROM / 2] {
-                    let mut ids = ids.clone();
-                    ids[..run].sort_unstable();
-                    sort_ids(&mut ids, vocab_size);
-                    assert_eq!(ids, expected, "{n} ids below {vocab_size}, run {run}");
-                }
-                let mut rest = ids.clone();
-                radix_sort(&mut rest, vocab_size);
-                assert_eq!(rest, expected, "{n} ids below {vocab_size}");
-            }
-        }
-    }
-
     #[test]
     fn a_builder_list_stops_exactly_at_the_dense_bound() {
         // 200,000 ids take 6,250 words: 1,563 ids make a set dense.
@@ -737,6 +638,38 @@ mod tests {
             expected.dedup();
             assert_eq!(finished.ids(), expected);
         }
+    }
+
+    /// A finished list keeps its ids as they were found, repeats included, and reads as the
+    /// set they make: its length, its ids ascending, membership, its words, and equality with
+    /// the same set listed in another order or compacted from words.
+    #[test]
+    fn lists_are_kept_as_found_and_read_as_sets() {
+        let v = 100_000usize;
+        let mut builder = MaskBuilder::new(v);
+        [90_001, 3, 3, 70, 5].iter().for_each(|&id| builder.insert(id));
+        let list = builder.finish();
+        let Mask::Sparse { ids, .. } = &list else {
+            panic!("five ids make a list: {list:?}");
+        };
+        assert_eq!(&ids[..], &[90_001, 3, 3, 70, 5]);
+        assert_eq!(list.len(), 4);
+        assert_eq!(list.ids(), vec![3, 5, 70, 90_001]);
+        assert!(list.contains(3) && list.contains(90_001) && !list.contains(4));
+        let mut set = TokenSet::empty(v);
+        [3, 5, 70, 90_001].iter().for_each(|&id| set.insert(id));
+        let packed = Mask::from_set(set);
+        assert_eq!(list, packed);
+        let mut out = vec![0u32; words_for(v)];
+        list.write_to(&mut out);
+        assert_eq!(out, packed.packed());
+        let mut other = MaskBuilder::new(v);
+        [5, 70, 3, 90_001].iter().for_each(|&id| other.insert(id));
+        assert_eq!(other.finish(), list);
+        let mut fewer = MaskBuilder::new(v);
+        [5, 70, 3, 90_002].iter().for_each(|&id| fewer.insert(id));
+        assert_ne!(fewer.finish(), list);
+        assert!(MaskBuilder::new(v).finish().is_empty() && !list.is_empty());
     }
 
     /// A dense mask added first is shared by the masks built on it, each holding only the ids
