@@ -573,31 +573,7 @@ fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
 /// Writes `mask` into one row of an int32 buffer (bit patterns, not values: word `w` of the mask
 /// is word `w` of the row).
 fn write_row(dst: &mut [i32], mask: &Mask) {
-    match mask {
-        Mask::Dense(set) => copy_words(dst, set.words()),
-        Mask::Sparse { ids, .. } => {
-            dst.fill(0);
-            set_ids(dst, ids);
-        }
-        Mask::Shared { base, ids } => {
-            copy_words(dst, base.words());
-            set_ids(dst, ids);
-        }
-    }
-}
-
-fn copy_words(dst: &mut [i32], words: &[u32]) {
-    for (d, &s) in dst.iter_mut().zip(words) {
-        *d = s as i32;
-    }
-}
-
-fn set_ids(dst: &mut [i32], ids: &[u32]) {
-    for &id in ids {
-        if let Some(word) = dst.get_mut(id as usize >> 5) {
-            *word |= (1u32 << (id & 31)) as i32;
-        }
-    }
+    mask.write_to(bytemuck::cast_slice_mut(dst));
 }
 
 /// A row to fill: where it goes, which index, which state.
