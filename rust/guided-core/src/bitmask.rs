@@ -647,7 +647,9 @@ mod tests {
     fn lists_are_kept_as_found_and_read_as_sets() {
         let v = 100_000usize;
         let mut builder = MaskBuilder::new(v);
-        [90_001, 3, 3, 70, 5].iter().for_each(|&id| builder.insert(id));
+        [90_001, 3, 3, 70, 5]
+            .iter()
+            .for_each(|&id| builder.insert(id));
         let list = builder.finish();
         let Mask::Sparse { ids, .. } = &list else {
             panic!("five ids make a list: {list:?}");
