@@ -272,10 +272,9 @@ impl Mask {
             Mask::Dense(set) => set.iter().collect(),
             Mask::Sparse { ids, .. } => distinct(ids),
             Mask::Shared { base, ids } => {
-                let mut all: Vec<u32> = base.iter().chain(ids.iter().copied()).collect();
-                all.sort_unstable();
-                all.dedup();
-                all
+                let mut all = TokenSet::clone(base);
+                ids.iter().for_each(|&id| all.insert(id));
+                all.iter().collect()
             }
         }
     }
