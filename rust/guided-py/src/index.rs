@@ -417,12 +417,10 @@ impl PyTokenIndex {
     fn allowed<'py>(&self, py: Python<'py>, state: i64) -> PyResult<Bound<'py, PyArray1<bool>>> {
         let s = self.state(py, state)?;
         let index = Arc::clone(&self.inner);
-        let mask = guard_detached(py, move || index.mask(s))?;
-        let mut out = vec![false; self.inner.vocab_size()];
-        for id in mask.ids() {
-            out[id as usize] = true;
-        }
-        Ok(PyArray1::from_vec(py, out))
+        let flags = guard_detached(py, move || {
+            Ok(allowed_flags(&*index.mask(s)?, index.vocab_size()))
+        })?;
+        Ok(PyArray1::from_vec(py, flags))
     }
 
     /// Whether `state` accepts (EOS allowed).
@@ -574,6 +572,16 @@ fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
 /// is word `w` of the row).
 fn write_row(dst: &mut [i32], mask: &Mask) {
     mask.write_to(bytemuck::cast_slice_mut(dst));
+}
+
+/// One flag per token id of a `vocab_size` vocabulary: whether `mask` allows it (read off the
+/// packed words, whatever the mask's form).
+fn allowed_flags(mask: &Mask, vocab_size: usize) -> Vec<bool> {
+    let mut words = vec![0u32; words_for(vocab_size)];
+    mask.write_to(&mut words);
+    (0..vocab_size)
+        .map(|t| words[t >> 5] >> (t & 31) & 1 != 0)
+        .collect()
 }
 
 /// A row to fill: where it goes, which index, which state.
@@ -731,11 +739,7 @@ impl PyGuide {
         let state = self.inner.state();
         let vocab_size = index.vocab_size();
         let flags = guard_detached(py, move || {
-            let mut words = vec![0u32; words_for(vocab_size)];
-            index.mask(state)?.write_to(&mut words);
-            Ok((0..vocab_size)
-                .map(|t| words[t >> 5] >> (t & 31) & 1 != 0)
-                .collect::<Vec<bool>>())
+            Ok(allowed_flags(&*index.mask(state)?, vocab_size))
         })?;
         let torch = py.import("torch")?;
         let tensor = torch.call_method1("from_numpy", (PyArray1::from_vec(py, flags),))?;
