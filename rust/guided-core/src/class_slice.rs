@@ -18,6 +18,14 @@
 //! walk still steps through every token that leaves the run (`abc@`, `x.y`), so the answer is the
 //! walk's, only cheaper.
 //!
+//! Where each length of the runs leads to one state (a counted class: after any `n` letters of a
+//! domain name's label, the label's count `k + n`), the walk need not visit the runs at all. The
+//! copy of an ASCII class keeps its exits, the nodes where a path leaves the class, grouped by
+//! the run's length and the byte that leaves it ([`RunExits`]); given that [`RunChain`], a
+//! group's byte is stepped once from its run's state, and a group that dies there is passed over
+//! whole. Inside a label of `[a-zA-Z0-9-]{0,61}`, the letters' subtrees of a 150k vocabulary
+//! hold tens of thousands of such paths and only `-` and `.` survive.
+//!
 //! The class is a set of ASCII bytes, where one byte is one character and a run's length is a
 //! token's length, and may also hold every printable character past ASCII (a *wide* class:
 //! free text before a tool call's trigger, the body of a string with a pattern, where the
@@ -43,7 +51,7 @@ use rustc_hash::FxHashMap;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::slice::{OneChar, DENSE_CHARS};
-use crate::trie::{Anchor, ByteSet, TokenTrie};
+use crate::trie::{Anchor, ByteSet, RunExits, TokenTrie};
 
 /// Fewest bytes a class needs before a slice is built for it: below that, the tokens spelled
 /// from it are too few for the shortcut to pay for its build.
@@ -144,8 +152,37 @@ pub struct ClassSlice {
     /// The tokens left to walk: the slice's part of the full trie less the subtrees that hold
     /// nothing but tokens in `within`.
     rest: Rest,
-    /// The anchor the slice lies below, if any (its index among the trie's anchors).
-    anchor: Option<usize>,
+    /// The node the slice lies below, if any: one of the trie's anchors, or a first byte that
+    /// heads many tokens (see [`TokenTrie::big_heads`]).
+    below: Option<Anchor>,
+}
+
+/// The states a class's runs lead through from one state, where every run of a length leads
+/// to one state (a counted class: `[a-zA-Z0-9-]{0,61}` reads any letter alike): `states[n]`
+/// after `n` bytes of the class, and past the last, `beyond` for every length if it is known
+/// (the dead state once the runs die, or the state they loop on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunChain {
+    /// `states[n]`: the state after any `n` bytes of the class; `states[0]` the start.
+    pub states: Vec<u32>,
+    /// The state after more bytes than `states` holds, where the chain ended there.
+    pub beyond: Option<u32>,
+}
+
+impl RunChain {
+    /// The state after `n` bytes of the class (the walk asks only within [`reaches`](Self::reaches)).
+    fn at(&self, n: usize) -> u32 {
+        match (self.states.get(n), self.beyond) {
+            (Some(&s), _) | (None, Some(s)) => s,
+            // Outside what `reaches` admits; the last known state is as good as any.
+            (None, None) => self.states.last().copied().unwrap_or(0),
+        }
+    }
+
+    /// Whether the chain knows the state after every run of up to `n` bytes.
+    fn reaches(&self, n: usize) -> bool {
+        self.beyond.is_some() || n < self.states.len()
+    }
 }
 
 /// How a [`ClassSlice`] keeps the tokens left to walk.
@@ -154,8 +191,13 @@ enum Rest {
     /// A copy of the nodes left below the first bytes in the class (`heads`, the children of
     /// the root or anchor spelled by one), when they are few: a walk reads them side by side.
     /// The subtrees of the other first bytes are walked in the full trie, where a state in the
-    /// class mostly dies at their first byte.
-    Copy { copy: TokenTrie, heads: Vec<usize> },
+    /// class mostly dies at their first byte. For an ASCII class, also where the copy's paths
+    /// leave the class (`exits`), for walks along a [`RunChain`].
+    Copy {
+        copy: TokenTrie,
+        heads: Vec<usize>,
+        exits: Option<RunExits>,
+    },
     /// One bit per node of the slice's part of the full trie, from node `first` on: the subtrees
     /// to pass over, when a copy would hold most of the part (a narrow class, such as digits,
     /// leaves out little) and would cost more memory than it saves time.
@@ -174,11 +216,10 @@ impl ClassSlice {
         class: CharClass,
         wide: &OneChar,
         trie: &TokenTrie,
-        anchor: Option<(usize, &Anchor)>,
+        anchor: Option<&Anchor>,
         anchors: &[Anchor],
         vocab_size: usize,
     ) -> Self {
-        let (index, anchor) = (anchor.map(|(i, _)| i), anchor.map(|(_, a)| a));
         let boundary = wide.boundary();
         let read = |at: u32, byte: u8| {
             if at == boundary && byte < 128 {
@@ -227,7 +268,9 @@ impl ClassSlice {
                 || (anchor.is_none() && anchors.iter().any(|a| a.node == i))
         });
         let rest = if copy.num_nodes() * COPY_SHARE <= runs.end - runs.first {
-            Rest::Copy { copy, heads }
+            // A wide class's runs are read by characters, which a byte's exit does not see.
+            let exits = (!class.wide).then(|| copy.run_exits(|b| class.ascii.contains(b), longest));
+            Rest::Copy { copy, heads, exits }
         } else {
             Rest::Bits {
                 first: runs.first,
@@ -237,7 +280,7 @@ impl ClassSlice {
         ClassSlice {
             within,
             rest,
-            anchor: index,
+            below: anchor.cloned(),
         }
     }
 
@@ -251,29 +294,56 @@ impl ClassSlice {
         set.add_mask(&self.within[chars.min(self.longest())]);
     }
 
+    /// The longest run of the class before a token leaves it in the nodes left to walk, when
+    /// they are kept with their exits: how far a [`RunChain`] given to [`walk`](Self::walk)
+    /// must reach to be used. `None` where the walk steps through the runs.
+    pub fn deepest_exit(&self) -> Option<usize> {
+        match &self.rest {
+            Rest::Copy {
+                exits: Some(exits), ..
+            } => Some(exits.deepest()),
+            _ => None,
+        }
+    }
+
     /// Walks the tokens of the slice's part of `full` (the vocabulary's trie, with its
     /// `anchors`) that [`add_members_within`](Self::add_members_within) does not supply, as
     /// [`TokenTrie::walk`] does: from `state`, or below an anchor from the state its path leads
     /// to. Only the tokens whose first byte (past the anchor's path) is in `live` are walked:
-    /// the bytes on which `state` does not die, or [`ByteSet::ALL`].
+    /// the bytes on which `state` does not die, or [`ByteSet::ALL`]. With the `chain` of the
+    /// class's runs from that state, reaching as far as [`deepest_exit`](Self::deepest_exit),
+    /// the nodes on the runs are not visited: each exit is stepped from the run's state.
     pub fn walk(
         &self,
         full: &TokenTrie,
         anchors: &[Anchor],
-        (state, live): (u32, &ByteSet),
+        (state, live, chain): (u32, &ByteSet, Option<&RunChain>),
         dead: u32,
         step: impl FnMut(u32, u8) -> u32,
         on_token: impl FnMut(u32, u32),
     ) {
         match &self.rest {
-            Rest::Copy { copy, heads } => {
+            Rest::Copy { copy, heads, exits } => {
                 let (mut step, mut on_token) = (step, on_token);
-                let no_pruning = |_| false;
-                copy.walk_heads(state, dead, live, no_pruning, &mut step, &mut on_token);
-                let copied = |i: usize| heads.binary_search(&i).is_ok();
-                match self.anchor.and_then(|k| anchors.get(k)) {
+                let chain =
+                    chain.filter(|c| exits.as_ref().is_some_and(|e| c.reaches(e.deepest())));
+                match (exits, chain) {
+                    (Some(exits), Some(chain)) => {
+                        exits.walk(copy, |n| chain.at(n), dead, &mut step, &mut on_token)
+                    }
+                    _ => {
+                        let no_pruning = |_| false;
+                        copy.walk_heads(state, dead, live, no_pruning, &mut step, &mut on_token)
+                    }
+                }
+                // The walk visits nodes in ascending order: a cursor over the copied heads
+                // answers each node in constant time (a binary search per node was most of a
+                // walk below `.` inside a domain name).
+                let copied = ascending_member(heads);
+                match &self.below {
                     Some(a) => full.walk_below(a, state, dead, copied, step, on_token),
                     None => {
+                        let mut copied = copied;
                         let pruned = |i: usize| copied(i) || anchors.iter().any(|a| a.node == i);
                         full.walk_heads(state, dead, live, pruned, step, on_token)
                     }
@@ -284,7 +354,7 @@ impl ClassSlice {
                     let k = i - first;
                     bits.get(k / 64).is_some_and(|w| w >> (k % 64) & 1 != 0)
                 };
-                match self.anchor.and_then(|k| anchors.get(k)) {
+                match &self.below {
                     Some(a) => full.walk_below(a, state, dead, bit, step, on_token),
                     None => {
                         let pruned = |i: usize| bit(i) || anchors.iter().any(|a| a.node == i);
@@ -298,14 +368,30 @@ impl ClassSlice {
     /// Bytes held by the slice.
     pub fn memory_bytes(&self) -> usize {
         let rest = match &self.rest {
-            Rest::Copy { copy, heads } => copy.memory_bytes() + heads.capacity() * 8,
+            Rest::Copy { copy, heads, exits } => {
+                copy.memory_bytes()
+                    + heads.capacity() * 8
+                    + exits.as_ref().map_or(0, RunExits::memory_bytes)
+            }
             Rest::Bits { bits, .. } => bits.capacity() * 8,
         };
         self.within.iter().map(Mask::memory_bytes).sum::<usize>() + rest
     }
 }
 
-/// Which slice: a class over the whole trie (`None`) or below an anchor (its index).
+/// Whether each node asked is in `sorted`, for a walk that asks in ascending order: a cursor
+/// that only moves forward.
+fn ascending_member(sorted: &[usize]) -> impl FnMut(usize) -> bool + '_ {
+    let mut at = 0;
+    move |i| {
+        while sorted.get(at).is_some_and(|&h| h < i) {
+            at += 1;
+        }
+        sorted.get(at) == Some(&i)
+    }
+}
+
+/// Which slice: a class over the whole trie (`None`) or below a node (its index).
 type Key = (Option<usize>, CharClass);
 
 /// The class slices of one vocabulary, built on first use and shared by every index over it.
@@ -315,7 +401,7 @@ pub struct ClassSlices {
 }
 
 impl ClassSlices {
-    /// The slice of `class` over `trie` (below `anchor`, the anchor's index and itself), built
+    /// The slice of `class` over `trie` (below `anchor`, if given), built
     /// now if it is not kept yet. The build runs outside the lock, so a thread that needs a kept
     /// slice never waits on another's build.
     pub fn get(
@@ -323,11 +409,11 @@ impl ClassSlices {
         class: CharClass,
         wide: &OneChar,
         trie: &TokenTrie,
-        anchor: Option<(usize, &Anchor)>,
+        anchor: Option<&Anchor>,
         anchors: &[Anchor],
         vocab_size: usize,
     ) -> Arc<ClassSlice> {
-        let key = (anchor.map(|(i, _)| i), class);
+        let key = (anchor.map(|a| a.node), class);
         if let Some(slice) = self.lock().get(&key) {
             return Arc::clone(slice);
         }
@@ -470,7 +556,7 @@ mod tests {
             ascii(b"abc"),
             &wide(),
             &t,
-            Some((0, space)),
+            Some(space),
             &anchors,
             words.len(),
         );
@@ -499,7 +585,7 @@ mod tests {
         slice.walk(
             trie,
             anchors,
-            (1, &all),
+            (1, &all, None),
             0,
             |_, _| 1,
             |id, _| walked.push(id),
@@ -548,6 +634,96 @@ mod tests {
                 "{w}"
             );
             assert!(spelled || walked.contains(&(i as u32)), "{w} is walked");
+        }
+    }
+
+    /// A toy label of a domain name, `[abc](?:[abc-]{0,N-1})` with `.` starting the next one
+    /// after a letter: state `1 + 2 * count + dash`, 0 dead.
+    fn label_step(bound: u32) -> impl Fn(u32, u8) -> u32 {
+        move |state, byte| {
+            if state == 0 {
+                return 0;
+            }
+            let (count, dash) = ((state - 1) / 2, (state - 1) % 2 == 1);
+            let at = |count: u32, dash: bool| 1 + 2 * count + u32::from(dash);
+            match byte {
+                b'a'..=b'c' if count < bound => at(count + 1, false),
+                b'-' if count >= 1 && count < bound => at(count + 1, true),
+                b'.' if count >= 1 && !dash => at(0, false),
+                _ => 0,
+            }
+        }
+    }
+
+    /// Walking a copy's exits along the chain of the class's runs meets, with the members
+    /// within the chain's length, exactly the tokens a walk of the whole trie meets: from every
+    /// count of a label, tokens that leave the run at `-` or `.` after runs of every length
+    /// (past the longest member too), and runs longer than [`DENSE_CHARS`].
+    #[test]
+    fn walks_along_a_chain_meet_what_a_full_walk_meets() {
+        let mut words: Vec<String> = (3u32..3000)
+            .map(|i| {
+                std::iter::successors(Some(i), |&n| (n >= 3).then_some(n / 3))
+                    .map(|n| b"abc"[(n % 3) as usize] as char)
+                    .collect()
+            })
+            .collect();
+        for n in [1, 2, 5, 17, 19] {
+            let run = "abc".repeat(7)[..n].to_string();
+            words.extend([
+                format!("{run}-"),
+                format!("{run}-b"),
+                format!("{run}.a"),
+                format!("{run}.-"),
+                format!("{run}@"),
+            ]);
+        }
+        words.extend(["-a", ".b", "-", "."].map(String::from));
+        words.push("cab".repeat(6));
+        words.sort();
+        words.dedup();
+        let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+        let t = trie(&refs);
+        let slice = ClassSlice::new(ascii(b"abc"), &wide(), &t, None, &[], refs.len());
+        assert!(
+            matches!(slice.rest, Rest::Copy { exits: Some(_), .. }),
+            "{:?}",
+            slice.rest
+        );
+        let deepest = slice
+            .deepest_exit()
+            .expect("an ASCII class keeps its exits");
+        assert_eq!(deepest, 19, "the longest run before `-`, `.` or `@`");
+        for bound in [3, 18, 40] {
+            let step = label_step(bound);
+            for count in 0..=bound {
+                let start = 1 + 2 * count;
+                let mut full = Vec::new();
+                t.walk(start, 0, &step, |id, _| full.push(id));
+                full.sort_unstable();
+                let left = (bound - count) as usize;
+                let states: Vec<u32> = (0..=left as u32).map(|n| start + 2 * n).collect();
+                for chain in [
+                    None,
+                    Some(RunChain {
+                        states: states.clone(),
+                        beyond: Some(0),
+                    }),
+                ] {
+                    let mut set = MaskBuilder::new(refs.len());
+                    slice.add_members_within(left, &mut set);
+                    let all = ByteSet::ALL;
+                    let report = |id: u32, _| set.insert(id);
+                    let from = (start, &all, chain.as_ref());
+                    slice.walk(&t, &[], from, 0, &step, report);
+                    assert_eq!(
+                        set.finish().ids(),
+                        full,
+                        "bound {bound}, count {count}, chain {}",
+                        chain.is_some()
+                    );
+                }
+            }
         }
     }
 

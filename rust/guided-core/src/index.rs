@@ -42,7 +42,10 @@
 //! identifier, a number, `[a-z0-9.-]{1,63}`, free text up to a tool call's trigger), and the
 //! states a leading space leads to, do the same with a [class slice](crate::class_slice) found
 //! from the state's own moves: the walk passes over the subtrees spelled from the class and
-//! takes their tokens by length.
+//! takes their tokens by length. A byte that leaves the class may head thousands of tokens of
+//! its own (`.` and `-` inside a domain name, which start the next label or go on with this
+//! one); below the trie's big heads, the state such a byte leads to takes a class slice too, so
+//! that a count of a label walks a few hundred nodes where it walked twenty thousand.
 //!
 //! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
@@ -55,7 +58,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
-use crate::class_slice::{ByteClass, CharClass, ClassSlice, MIN_CLASS_BYTES};
+use crate::class_slice::{ByteClass, CharClass, ClassSlice, RunChain, MIN_CLASS_BYTES};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, ByteClasses, CopyAt, Dfa, DfaConfig};
 use crate::error::{Error, Result};
@@ -64,7 +67,7 @@ use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
 use crate::slice::{Advance, Representatives, TokenTries, DENSE_CHARS};
 use crate::structural_tag::{self, TagOptions};
-use crate::trie::ByteSet;
+use crate::trie::{Anchor, ByteSet};
 use crate::vocab::Vocabulary;
 
 mod leaving;
@@ -554,6 +557,7 @@ enum Shortcut {
     Classes {
         root: Option<ClassFit>,
         anchors: Vec<AnchorPart>,
+        heads: Vec<HeadPart>,
     },
 }
 
@@ -566,11 +570,33 @@ struct AnchorPart {
     fit: Option<ClassFit>,
 }
 
-/// A class slice that fits a state: the state reads its tokens of at most `chars` bytes alike.
+/// The part of a [`Shortcut::Classes`] below one of the trie's big heads
+/// ([`TokenTries::heads`](crate::slice::TokenTries::heads)) on which the state leaves its root
+/// class: the state the head's byte leads to and the class slice that fits it there. The root
+/// walk passes over the head.
+#[derive(Debug, Clone)]
+struct HeadPart {
+    head: usize,
+    at: u32,
+    fit: ClassFit,
+}
+
+/// A class slice that fits a state: the state reads its tokens of at most `chars` bytes alike,
+/// and, where each length of the class's runs leads to one state as far as the slice's exits lie,
+/// through `chain`.
 #[derive(Debug, Clone)]
 struct ClassFit {
     slice: Arc<ClassSlice>,
+    class: CharClass,
     chars: usize,
+    chain: Option<RunChain>,
+}
+
+impl ClassFit {
+    /// The chain a walk of the slice may follow, if the runs have one.
+    fn chain(&self) -> Option<&RunChain> {
+        self.chain.as_ref()
+    }
 }
 
 /// Which tokens may follow each automaton state, over one vocabulary.
@@ -1239,10 +1265,15 @@ impl TokenIndex {
                 }
                 trie = slice.rest();
             }
-            Some(Shortcut::Classes { root, anchors }) => {
+            Some(Shortcut::Classes {
+                root,
+                anchors,
+                heads: head_parts,
+            }) => {
                 let fits = root
                     .iter()
-                    .chain(anchors.iter().filter_map(|part| part.fit.as_ref()));
+                    .chain(anchors.iter().filter_map(|part| part.fit.as_ref()))
+                    .chain(head_parts.iter().map(|part| &part.fit));
                 for fit in fits {
                     fit.slice.add_members_within(fit.chars, set);
                 }
@@ -1250,14 +1281,21 @@ impl TokenIndex {
                     set.insert(id);
                     visit(id, next);
                 };
-                let all = self.tries.anchors();
+                let (all, big) = (self.tries.anchors(), self.tries.heads());
+                // The big heads with parts of their own are walked there.
+                let mut root_heads = *heads;
+                for part in head_parts {
+                    root_heads.remove(big[part.head].path[0]);
+                }
                 match root {
                     Some(fit) => {
+                        let start = (state, &root_heads, fit.chain());
                         fit.slice
-                            .walk(trie, all, (state, heads), DEAD, &mut step, &mut report)
+                            .walk(trie, all, start, DEAD, &mut step, &mut report)
                     }
                     None => {
                         let below_anchor = |i: usize| all.iter().any(|a| a.node == i);
+                        let heads = &root_heads;
                         trie.walk_heads(state, DEAD, heads, below_anchor, &mut step, &mut report);
                     }
                 }
@@ -1268,7 +1306,7 @@ impl TokenIndex {
                     }
                     match &part.fit {
                         Some(fit) => {
-                            let start = (part.at, &ByteSet::ALL);
+                            let start = (part.at, &ByteSet::ALL, fit.chain());
                             fit.slice
                                 .walk(trie, all, start, DEAD, &mut step, &mut report)
                         }
@@ -1277,6 +1315,15 @@ impl TokenIndex {
                             trie.walk_below(anchor, part.at, DEAD, nothing, &mut step, &mut report)
                         }
                     }
+                }
+                for part in head_parts {
+                    for &id in &big[part.head].tokens {
+                        report(id, part.at);
+                    }
+                    let start = (part.at, &ByteSet::ALL, part.fit.chain());
+                    part.fit
+                        .slice
+                        .walk(trie, all, start, DEAD, &mut step, &mut report)
                 }
                 return;
             }
@@ -1599,15 +1646,50 @@ impl TokenIndex {
                 anchors.push(AnchorPart {
                     anchor: k,
                     at,
-                    fit: self.class_fit(at, Some(k)),
+                    fit: self.class_fit(at, Some(anchor)),
                 });
             }
         }
         let root = self.class_fit(state, None);
+        let heads = root
+            .as_ref()
+            .map_or(Vec::new(), |fit| self.head_parts(state, fit.class));
         if root.is_none() && anchors.iter().all(|part| part.fit.is_none()) {
             return None;
         }
-        Some(Shortcut::Classes { root, anchors })
+        Some(Shortcut::Classes {
+            root,
+            anchors,
+            heads,
+        })
+    }
+
+    /// The parts below the trie's big heads for a state inside `class`: each head whose byte
+    /// leaves the class and keeps the state alive, where a class slice fits the state it leads
+    /// to. Inside a domain name's label, `.` starts the next label and `-` goes on with this
+    /// one; each heads thousands of tokens that a plain walk would step through letter by
+    /// letter, where the state after it reads letters alike again.
+    fn head_parts(&self, state: u32, class: CharClass) -> Vec<HeadPart> {
+        let heads = self.tries.heads();
+        // One search for every head: most die at once (a digit state, on every letter).
+        let Some(ats) = self.stepping(|step| {
+            heads
+                .iter()
+                .map(|head| match head.path[0] {
+                    b if class.ascii.contains(b) => Some(DEAD),
+                    b => step(state, b),
+                })
+                .collect::<Option<Vec<u32>>>()
+        }) else {
+            return Vec::new();
+        };
+        (ats.into_iter().enumerate())
+            .filter(|&(_, at)| at != DEAD)
+            .filter_map(|(head, at)| {
+                let fit = self.class_fit(at, Some(&heads[head]))?;
+                Some(HeadPart { head, at, fit })
+            })
+            .collect()
     }
 
     /// Whether a walk from `state` without a shortcut visits at most [`SHORT_WALK`] nodes: the
@@ -1634,7 +1716,7 @@ impl TokenIndex {
     /// bytes of `state`'s most common successor (a counted class, which never comes back). Each
     /// is tried first with the printable characters past ASCII (a wide [`CharClass`]) where they
     /// all lead on alike from `state`, and then without them.
-    fn class_fit(&self, state: u32, anchor: Option<usize>) -> Option<ClassFit> {
+    fn class_fit(&self, state: u32, anchor: Option<&Anchor>) -> Option<ClassFit> {
         let groups = &self.ascii_groups;
         // Both candidate classes are made of bytes alive from `state`, and a class needs
         // [`MIN_CLASS_BYTES`] of them: most states inside a literal have one, and find that out
@@ -1708,9 +1790,18 @@ impl TokenIndex {
                 .filter(|&&(_, bytes)| class.ascii.includes(bytes))
                 .map(|&(rep, _)| rep)
                 .collect();
-            let chars = self.stepping(|step| {
+            let deepest = slice.deepest_exit().filter(|_| !class.wide);
+            let found = self.stepping(|step| {
                 let mut reached = vec![state];
                 let mut next = Vec::new();
+                // The states of the runs while each length reaches one.
+                let mut chain = deepest.map(|_| RunChain {
+                    states: vec![state],
+                    beyond: None,
+                });
+                let mut chars = steps;
+                // The state of every length past the loop, where the runs die or come back.
+                let mut end = None;
                 for n in 1..=steps {
                     next.clear();
                     for &s in &reached {
@@ -1727,21 +1818,77 @@ impl TokenIndex {
                     next.sort_unstable();
                     next.dedup();
                     match next.as_slice() {
-                        [DEAD] => return Some(Some(n - 1)),
+                        [DEAD] => {
+                            chars = n - 1;
+                            end = Some(DEAD);
+                            break;
+                        }
                         [DEAD, ..] => return Some(None),
                         // Back where it was: alive at every length.
-                        _ if next == reached => return Some(Some(usize::MAX)),
+                        _ if next == reached => {
+                            chars = usize::MAX;
+                            end = Some(next[0]);
+                            break;
+                        }
                         _ if next.len() > MAX_REACHED => return Some(None),
-                        _ => std::mem::swap(&mut reached, &mut next),
+                        [one] => {
+                            if let Some(c) = &mut chain {
+                                c.states.push(*one);
+                            }
+                        }
+                        _ => chain = None,
                     }
+                    std::mem::swap(&mut reached, &mut next);
                 }
-                Some(Some(steps))
+                if let Some(c) = &mut chain {
+                    c.beyond = end;
+                }
+                Some(Some((chars, chain)))
             });
-            if let Some(Some(chars)) = chars {
-                return Some(ClassFit { slice, chars });
+            if let Some(Some((chars, chain))) = found {
+                let chain = chain.and_then(|c| self.extend_chain(c, &reps, deepest?));
+                return Some(ClassFit {
+                    slice,
+                    class,
+                    chars,
+                    chain,
+                });
             }
         }
         None
+    }
+
+    /// `chain` followed on to runs of `deepest` bytes where it stopped short of them (at the
+    /// slice's longest member): from its last state, each length's runs must still lead to one
+    /// state, read off the class's byte groups `reps`. `None` where they part ways, or where a
+    /// row the search may not build is missing.
+    fn extend_chain(&self, mut chain: RunChain, reps: &[u8], deepest: usize) -> Option<RunChain> {
+        if chain.beyond.is_some() || deepest < chain.states.len() {
+            return Some(chain);
+        }
+        self.stepping(|step| {
+            let mut next = Vec::with_capacity(reps.len());
+            while chain.states.len() <= deepest {
+                let s = *chain.states.last()?;
+                next.clear();
+                for &b in reps {
+                    next.push(step(s, b)?);
+                }
+                next.sort_unstable();
+                next.dedup();
+                match next.as_slice() {
+                    [DEAD] => chain.beyond = Some(DEAD),
+                    [t] if *t == s => chain.beyond = Some(s),
+                    [t] => {
+                        chain.states.push(*t);
+                        continue;
+                    }
+                    _ => return None,
+                }
+                break;
+            }
+            Some(chain.clone())
+        })
     }
 
     /// Runs `f` with the automaton's transition, to find a shortcut: first under the shared
@@ -2665,6 +2812,74 @@ mod tests {
         let spaced: Vec<String> = words.iter().map(|w| format!(" {w}")).collect();
         words.extend(spaced);
         words
+    }
+
+    /// Inside a domain name's label, `.` and `-` leave the letters' class into states that read
+    /// letters alike again. With over [`BIG_HEAD_NODES`](crate::slice::BIG_HEAD_NODES) nodes
+    /// below each, the walk takes a class slice below them ([`TokenIndex::head_parts`]), and the
+    /// runs' exits along their chains; masks equal brute force at every count of a label.
+    #[test]
+    fn domain_labels_equal_brute_force() {
+        let letters = "abcdefghijklmnopqrstuvwxyz0123456789";
+        let pairs: Vec<String> = letters
+            .chars()
+            .flat_map(|a| letters.chars().map(move |b| format!("{a}{b}")))
+            .collect();
+        let mut words: Vec<String> = letters.chars().map(String::from).collect();
+        for end in ["", "x", "y"] {
+            words.extend(pairs.iter().map(|p| format!("{p}{end}")));
+        }
+        // Over a thousand nodes below `.` and `-` each, but too few tokens for an anchor (one
+        // token in eight).
+        for lead in ['.', '-'] {
+            words.extend(pairs[..550].iter().map(|p| format!("{lead}{p}q")));
+            words.extend(pairs[..20].iter().map(|p| format!("{lead}{p}")));
+        }
+        let run = "ab".repeat(10);
+        for end in ["", ".c", "-", "-d.e", "@"] {
+            words.push(format!("{}{end}", &run[..19]));
+            words.push(format!("{}{end}", &run[..7]));
+        }
+        for w in [
+            "a-b", "ab.c", "abc.", "x-", "x--y", ".", "-", "..", ".-", "-.", "a.b.c", "@", "q@",
+            "é", "a b",
+        ] {
+            words.push(w.to_string());
+        }
+        words.sort();
+        words.dedup();
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let tries = TokenIndex::tries_for(&v).unwrap();
+        let big: Vec<u8> = tries.heads().iter().map(|h| h.path[0]).collect();
+        assert!(big.contains(&b'.') && big.contains(&b'-'), "{big:?}");
+        let label = |n: usize| format!("[a-z0-9](?:[a-z0-9-]{{0,{n}}}[a-z0-9])?");
+        let patterns = [
+            format!(r"{}(?:\.{})*", label(61), label(61)),
+            format!(r"{}(?:\.{}){{0,2}}", label(5), label(5)),
+        ];
+        let patterns: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        assert_patterns_equal_brute_force(&patterns, &v, 3);
+        // The shortcut was taken: two letters in, the `.` and `-` heads have class slices of
+        // their own, and the letters' runs a chain.
+        let id = |text: &str| tokens.iter().position(|&t| t == text).unwrap() as i64;
+        let idx = index(patterns[0], &v, true);
+        let state = idx.next_state(idx.initial_state(), id("ab")).unwrap();
+        let shape = idx.shape(state, false).unwrap();
+        let Some(Shortcut::Classes {
+            root: Some(root),
+            heads,
+            ..
+        }) = &shape.fit
+        else {
+            panic!("no class slice after `ab`: {:?}", shape.fit);
+        };
+        assert!(
+            root.chain.is_some(),
+            "the letters' runs lead through one state each"
+        );
+        let parts: Vec<u8> = heads.iter().map(|p| big[p.head]).collect();
+        assert_eq!(parts, vec![b'-', b'.']);
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub const LONG_CHECKPOINTS: [usize; 5] = [24, 32, 48, 64, 96];
 /// An anchor of the full trie holds at least one token in this many ([`TokenTries::anchors`]).
 pub const ANCHOR_SHARE: usize = 8;
 
+/// A first byte of the full trie is one of [`TokenTries::heads`] with at least this many nodes
+/// below it: a walk of fewer costs about what finding a class slice for it does.
+pub const BIG_HEAD_NODES: usize = 1024;
+
 /// Per state of a slice's one-character automaton, the bytes worth trying with where each leads
 /// ([`OneChar::representatives`]).
 pub type Representatives = Vec<Vec<(u8, u32)>>;
@@ -478,6 +482,8 @@ pub struct TokenTries {
     full: TokenTrie,
     slices: Vec<Slice>,
     anchors: Vec<Anchor>,
+    /// The first bytes that head many tokens, outside the anchors ([`TokenTrie::big_heads`]).
+    heads: Vec<Anchor>,
     /// The printable characters past ASCII, which wide class slices add to their ASCII bytes.
     wide: OneChar,
     classes: ClassSlices,
@@ -505,10 +511,12 @@ impl TokenTries {
             Slice::new("json_string_no_del", json_no_del, vocab, eos)?,
         ];
         let anchors = full.anchors((vocab.vocab_size() / ANCHOR_SHARE).max(1));
+        let heads = full.big_heads(BIG_HEAD_NODES, &anchors);
         Ok(TokenTries {
             full,
             slices,
             anchors,
+            heads,
             wide: OneChar::new(&wide)?,
             classes: ClassSlices::default(),
             vocab_size: vocab.vocab_size(),
@@ -531,15 +539,23 @@ impl TokenTries {
         &self.anchors
     }
 
+    /// The ASCII first bytes with at least [`BIG_HEAD_NODES`] nodes below them and no anchor
+    /// (see [`TokenTrie::big_heads`]): where a state inside a class leaves it on a byte that
+    /// starts many tokens (`.` or `-` inside a domain name), the walk below that byte may take
+    /// a class slice of its own.
+    pub fn heads(&self) -> &[Anchor] {
+        &self.heads
+    }
+
     /// The printable characters past ASCII, which a wide [`CharClass`] holds.
     pub fn wide_chars(&self) -> &OneChar {
         &self.wide
     }
 
     /// The slice of a character class (see [`crate::class_slice`]) over the full trie, or below
-    /// anchor `anchor`, built on first use.
-    pub fn class_slice(&self, class: CharClass, anchor: Option<usize>) -> Arc<ClassSlice> {
-        let anchor = anchor.and_then(|i| Some((i, self.anchors.get(i)?)));
+    /// `anchor` (one of [`anchors`](Self::anchors) or [`heads`](Self::heads)), built on first
+    /// use.
+    pub fn class_slice(&self, class: CharClass, anchor: Option<&Anchor>) -> Arc<ClassSlice> {
         self.classes.get(
             class,
             &self.wide,

@@ -43,6 +43,11 @@ impl ByteSet {
         self.0[usize::from(byte >> 6)] |= 1 << (byte & 63);
     }
 
+    /// Takes `byte` out.
+    pub fn remove(&mut self, byte: u8) {
+        self.0[usize::from(byte >> 6)] &= !(1 << (byte & 63));
+    }
+
     /// Adds every byte of `other`.
     pub fn union_with(&mut self, other: &ByteSet) {
         for (w, o) in self.0.iter_mut().zip(other.0) {
@@ -359,6 +364,26 @@ impl TokenTrie {
         anchors
     }
 
+    /// The first-level nodes of ASCII bytes with at least `min_nodes` nodes in their subtree,
+    /// as [`Anchor`]s, leaving out those that are or hold one of `anchors`: a walk from a state
+    /// may treat each apart (see [`crate::slice::TokenTries::heads`]). Ascending.
+    pub fn big_heads(&self, min_nodes: usize, anchors: &[Anchor]) -> Vec<Anchor> {
+        self.children(None)
+            .filter(|&(i, byte)| {
+                let end = self.nodes[i].skip as usize;
+                byte < 128
+                    && end - i >= min_nodes
+                    && !anchors.iter().any(|a| (i..end).contains(&a.node))
+            })
+            .map(|(i, byte)| Anchor {
+                node: i,
+                end: self.nodes[i].skip as usize,
+                path: vec![byte],
+                tokens: self.tokens_at(i).collect(),
+            })
+            .collect()
+    }
+
     /// The children of the root (`below` none) or of an anchor, by index.
     pub fn children(&self, below: Option<&Anchor>) -> impl Iterator<Item = (usize, u8)> + '_ {
         let (mut i, end) = below.map_or((0, self.nodes.len()), |a| (a.node + 1, a.end));
@@ -431,6 +456,77 @@ impl TokenTrie {
         kept
     }
 
+    /// Where the trie's paths leave runs of `in_run` bytes (see [`RunExits`]): the nodes whose
+    /// path is a run up to their parent and leaves it at their own byte, and the nodes deeper
+    /// than `spelled_up_to` that end a token spelled from the run (the shorter ones are the
+    /// caller's, as a class slice's sets by length are). One pass over the nodes; the subtree
+    /// below an exit is not looked at.
+    pub fn run_exits(&self, in_run: impl Fn(u8) -> bool, spelled_up_to: usize) -> RunExits {
+        let mut found: Vec<(u32, u16, u32)> = Vec::new();
+        // Whether the path to the node at each depth is all run: a node is looked at only when
+        // its parent's is, so its own depth says whether it continues the run.
+        let mut i = 0;
+        while let Some(node) = self.nodes.get(i) {
+            let depth = (node.depth_byte & !MORE_TOKENS) >> 8;
+            let byte = node.depth_byte as u8;
+            if in_run(byte) {
+                if node.token != NO_TOKEN && depth as usize > spelled_up_to {
+                    found.push((depth, RUN_TOKENS, i as u32));
+                }
+                i += 1;
+            } else {
+                found.push((depth - 1, u16::from(byte), i as u32));
+                i = node.skip as usize;
+            }
+        }
+        found.sort_unstable();
+        let mut exits = RunExits::default();
+        for (k, &(len, byte, node)) in found.iter().enumerate() {
+            exits.nodes.push(node);
+            if found
+                .get(k + 1)
+                .is_none_or(|&(l, b, _)| (l, b) != (len, byte))
+            {
+                exits.groups.push((len, byte, exits.nodes.len() as u32));
+            }
+        }
+        exits.deepest = found
+            .iter()
+            .map(|&(len, _, _)| len as usize)
+            .max()
+            .unwrap_or(0);
+        exits
+    }
+
+    /// Reports the tokens ending at `node` and walks its subtree, from `after`, the state its
+    /// byte leads to; `stack` is scratch space.
+    fn walk_after<S, F>(
+        &self,
+        node: usize,
+        after: u32,
+        dead: u32,
+        stack: &mut Vec<u32>,
+        step: &mut S,
+        on_token: &mut F,
+    ) where
+        S: FnMut(u32, u8) -> u32,
+        F: FnMut(u32, u32),
+    {
+        for id in self.tokens_at(node) {
+            on_token(id, after);
+        }
+        let Some(n) = self.nodes.get(node) else {
+            return;
+        };
+        if n.skip as usize > node + 1 {
+            stack.resize(self.max_depth + 1, dead);
+            stack[0] = after;
+            let depth = ((n.depth_byte & !MORE_TOKENS) >> 8) as usize;
+            let range = (node + 1, n.skip as usize, depth);
+            self.walk_nodes(range, stack, dead, &mut |_| false, step, on_token);
+        }
+    }
+
     /// The runs of a character set in the trie, up to `max_chars` characters: which subtrees a
     /// walk may pass over because every token in them spells whole characters of the set, and
     /// which tokens do (see [`crate::class_slice`]). The set is read byte by byte: `read(at,
@@ -494,6 +590,89 @@ impl TokenTrie {
             pruned,
             tokens,
         }
+    }
+}
+
+/// Where a trie's tokens leave runs of bytes from one class ([`TokenTrie::run_exits`]), grouped
+/// by the length of the run before them and the byte that leaves it.
+///
+/// A walk from a state that every run of `n` bytes leads to one state (`before(n)`, the chain of
+/// a counted class) need not visit the run's nodes at all: each group's byte is stepped once from
+/// its run's state, and a group the state dies on is passed over whole. Inside a label of a
+/// domain name (`[a-zA-Z0-9-]{0,61}`), the tokens that start with letters and leave them are tens
+/// of thousands in a large vocabulary, and those that survive are the few that go on with `-` or
+/// `.`: the walk steps a few hundred groups instead of every node on the way to them.
+#[derive(Debug, Clone, Default)]
+pub struct RunExits {
+    /// `(run length, leaving byte or RUN_TOKENS, end of the group in nodes)`, ascending.
+    groups: Vec<(u32, u16, u32)>,
+    /// The groups' nodes: where the path leaves the run, or a run's node ending a token.
+    nodes: Vec<u32>,
+    /// The longest run before a group.
+    deepest: usize,
+}
+
+/// The group of [`RunExits`] that holds the nodes ending a token on a run.
+const RUN_TOKENS: u16 = 256;
+
+impl RunExits {
+    /// The longest run before an exit: a walk needs `before(n)` up to this length.
+    pub fn deepest(&self) -> usize {
+        self.deepest
+    }
+
+    /// Walks the tokens of `trie` (the trie the exits were found in) past the exits, as
+    /// [`TokenTrie::walk`] does, given `before(n)`: the state every run of `n` bytes leads to
+    /// from the start, `dead` where the runs die.
+    pub fn walk<B, S, F>(
+        &self,
+        trie: &TokenTrie,
+        before: B,
+        dead: u32,
+        mut step: S,
+        mut on_token: F,
+    ) where
+        B: Fn(usize) -> u32,
+        S: FnMut(u32, u8) -> u32,
+        F: FnMut(u32, u32),
+    {
+        let mut stack = Vec::new();
+        let mut start = 0;
+        for &(len, byte, end) in &self.groups {
+            let nodes = &self.nodes[start..end as usize];
+            start = end as usize;
+            let at = before(len as usize);
+            if at == dead {
+                continue;
+            }
+            if byte == RUN_TOKENS {
+                for &i in nodes {
+                    for id in trie.tokens_at(i as usize) {
+                        on_token(id, at);
+                    }
+                }
+                continue;
+            }
+            let after = step(at, byte as u8);
+            if after == dead {
+                continue;
+            }
+            for &i in nodes {
+                trie.walk_after(
+                    i as usize,
+                    after,
+                    dead,
+                    &mut stack,
+                    &mut step,
+                    &mut on_token,
+                );
+            }
+        }
+    }
+
+    /// Bytes of heap memory the exits hold.
+    pub fn memory_bytes(&self) -> usize {
+        self.groups.capacity() * 12 + self.nodes.capacity() * 4
     }
 }
 
