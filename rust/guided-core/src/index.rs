@@ -590,6 +590,9 @@ struct ClassFit {
     class: CharClass,
     chars: usize,
     chain: Option<RunChain>,
+    /// The ASCII bytes alive from the state, one bit each: those outside the class are where
+    /// [`TokenIndex::head_parts`] looks.
+    alive: u128,
 }
 
 impl ClassFit {
@@ -1653,7 +1656,7 @@ impl TokenIndex {
         let root = self.class_fit(state, None);
         let heads = root
             .as_ref()
-            .map_or(Vec::new(), |fit| self.head_parts(state, fit.class));
+            .map_or(Vec::new(), |fit| self.head_parts(state, fit));
         if root.is_none() && anchors.iter().all(|part| part.fit.is_none()) {
             return None;
         }
@@ -1664,26 +1667,29 @@ impl TokenIndex {
         })
     }
 
-    /// The parts below the trie's big heads for a state inside `class`: each head whose byte
-    /// leaves the class and keeps the state alive, where a class slice fits the state it leads
-    /// to. Inside a domain name's label, `.` starts the next label and `-` goes on with this
+    /// The parts below the trie's big heads for a state inside the class of its `root` fit:
+    /// each head whose byte leaves the class and keeps the state alive, where a class slice fits
+    /// the state it leads to. Inside a domain name's label, `.` starts the next label and `-` goes on with this
     /// one; each heads thousands of tokens that a plain walk would step through letter by
     /// letter, where the state after it reads letters alike again.
-    fn head_parts(&self, state: u32, class: CharClass) -> Vec<HeadPart> {
+    fn head_parts(&self, state: u32, root: &ClassFit) -> Vec<HeadPart> {
         let heads = self.tries.heads();
-        // One search for every head: most die at once (a digit state, on every letter).
+        // Only the bytes alive outside the class: none at all in most states (a digit's).
+        let leaves = |b: u8| !root.class.ascii.contains(b) && root.alive >> b & 1 != 0;
+        let candidates: Vec<usize> = (0..heads.len())
+            .filter(|&k| leaves(heads[k].path[0]))
+            .collect();
+        if candidates.is_empty() {
+            return Vec::new();
+        }
         let Some(ats) = self.stepping(|step| {
-            heads
-                .iter()
-                .map(|head| match head.path[0] {
-                    b if class.ascii.contains(b) => Some(DEAD),
-                    b => step(state, b),
-                })
+            (candidates.iter())
+                .map(|&k| step(state, heads[k].path[0]))
                 .collect::<Option<Vec<u32>>>()
         }) else {
             return Vec::new();
         };
-        (ats.into_iter().enumerate())
+        (candidates.into_iter().zip(ats))
             .filter(|&(_, at)| at != DEAD)
             .filter_map(|(head, at)| {
                 let fit = self.class_fit(at, Some(&heads[head]))?;
@@ -1852,6 +1858,7 @@ impl TokenIndex {
                     class,
                     chars,
                     chain,
+                    alive,
                 });
             }
         }
