@@ -170,11 +170,12 @@ pub struct RunChain {
 }
 
 impl RunChain {
-    /// The state after `n` bytes of the class (the walk asks only within [`reaches`](Self::reaches)).
+    /// The state after `n` bytes of the class, for `n` within [`reaches`](Self::reaches) (the
+    /// only lengths a walk asks for).
     fn at(&self, n: usize) -> u32 {
         match (self.states.get(n), self.beyond) {
             (Some(&s), _) | (None, Some(s)) => s,
-            // Outside what `reaches` admits; the last known state is as good as any.
+            // Past what `reaches` admits, which no walk asks: the last state known.
             (None, None) => self.states.last().copied().unwrap_or(0),
         }
     }

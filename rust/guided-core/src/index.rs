@@ -1669,9 +1669,9 @@ impl TokenIndex {
 
     /// The parts below the trie's big heads for a state inside the class of its `root` fit:
     /// each head whose byte leaves the class and keeps the state alive, where a class slice fits
-    /// the state it leads to. Inside a domain name's label, `.` starts the next label and `-` goes on with this
-    /// one; each heads thousands of tokens that a plain walk would step through letter by
-    /// letter, where the state after it reads letters alike again.
+    /// the state it leads to. Inside a domain name's label, `.` starts the next label and `-`
+    /// goes on with this one; each heads thousands of tokens that a plain walk would step
+    /// through letter by letter, where the state after it reads letters alike again.
     fn head_parts(&self, state: u32, root: &ClassFit) -> Vec<HeadPart> {
         let heads = self.tries.heads();
         // Only the bytes alive outside the class: none at all in most states (a digit's).

@@ -463,8 +463,8 @@ impl TokenTrie {
     /// below an exit is not looked at.
     pub fn run_exits(&self, in_run: impl Fn(u8) -> bool, spelled_up_to: usize) -> RunExits {
         let mut found: Vec<(u32, u16, u32)> = Vec::new();
-        // Whether the path to the node at each depth is all run: a node is looked at only when
-        // its parent's is, so its own depth says whether it continues the run.
+        // A node is looked at only when the path to its parent is all run (the subtree below
+        // an exit is passed over), so its own byte says whether the run goes on.
         let mut i = 0;
         while let Some(node) = self.nodes.get(i) {
             let depth = (node.depth_byte & !MORE_TOKENS) >> 8;
