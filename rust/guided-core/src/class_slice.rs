@@ -595,18 +595,24 @@ mod tests {
         walked
     }
 
-    /// Where little is left to walk, the slice keeps a copy; where much is, bits. Either way
-    /// the walk meets the same tokens.
-    #[test]
-    fn few_tokens_left_are_copied_many_are_marked() {
-        // Sixty distinct words over `abc`, and one that leaves the class.
-        let mut words: Vec<String> = (3u32..63)
+    /// `count` distinct words over `abc`, the shortest first: the digits of 3, 4, ... in base
+    /// three, lowest first.
+    fn abc_words(count: u32) -> Vec<String> {
+        (3..3 + count)
             .map(|i| {
                 std::iter::successors(Some(i), |&n| (n >= 3).then_some(n / 3))
                     .map(|n| b"abc"[(n % 3) as usize] as char)
                     .collect()
             })
-            .collect();
+            .collect()
+    }
+
+    /// Where little is left to walk, the slice keeps a copy; where much is, bits. Either way
+    /// the walk meets the same tokens.
+    #[test]
+    fn few_tokens_left_are_copied_many_are_marked() {
+        // Sixty distinct words over `abc`, and one that leaves the class.
+        let mut words = abc_words(60);
         words.push("a@".to_string());
         let refs: Vec<&str> = words.iter().map(String::as_str).collect();
         let t = trie(&refs);
@@ -662,13 +668,7 @@ mod tests {
     /// (past the longest member too), and runs longer than [`DENSE_CHARS`].
     #[test]
     fn walks_along_a_chain_meet_what_a_full_walk_meets() {
-        let mut words: Vec<String> = (3u32..3000)
-            .map(|i| {
-                std::iter::successors(Some(i), |&n| (n >= 3).then_some(n / 3))
-                    .map(|n| b"abc"[(n % 3) as usize] as char)
-                    .collect()
-            })
-            .collect();
+        let mut words = abc_words(2997);
         for n in [1, 2, 5, 17, 19] {
             let run = "abc".repeat(7)[..n].to_string();
             words.extend([
