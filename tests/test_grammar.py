@@ -140,6 +140,20 @@ def test_malformed_grammars_name_the_place(text: str, line: int, column: int, wo
     assert (raised.value.line, raised.value.column) == (line, column)
 
 
+def test_right_recursion_opens_no_frames() -> None:
+    # `unary` ends with its recursive call: the call runs under its caller's frame, so fifty
+    # dashes fit a stack of four, and the language is still exactly the grammar's.
+    text = 'root ::= unary ";"\nunary ::= "-" unary | [0-9]+'
+    index = guided.TokenIndex.from_grammar(text, gpt2(), max_stack=4)
+    assert accepts(index, "-" * 50 + "7;")
+    assert not accepts(index, "-" * 50 + ";") and not accepts(index, "7-;")
+    nested = guided.TokenIndex.from_grammar(
+        'root ::= paren ";"\nparen ::= "(" paren ")" | [0-9]+', gpt2(), max_stack=4
+    )
+    with pytest.raises(guided.SizeLimitError, match="max_stack"):
+        accepts(nested, "(" * 50 + "7" + ")" * 50 + ";")
+
+
 def test_options_pickling_and_the_cache() -> None:
     vocab = gpt2()
     text = 'greeting ::= "hi " name\nname ::= [a-z]+ | "(" name ")"'
@@ -151,7 +165,7 @@ def test_options_pickling_and_the_cache() -> None:
     shallow = guided.TokenIndex.from_grammar(text, vocab, root="greeting", max_stack=4)
     assert accepts(shallow, "hi ((x))")
     with pytest.raises(guided.SizeLimitError, match="max_stack") as raised:
-        accepts(shallow, "hi ((((x))))")
+        accepts(shallow, "hi ((((((x))))))")
     assert raised.value.maximum == 4
     assert accepts(shallow, "hi (y)") and not accepts(shallow, "hi (y")  # still usable
     cache = guided.IndexCache(vocab)

@@ -35,7 +35,11 @@
 //! grow without end, so could the construction: calls open at once are bounded
 //! ([`Determinizer::with_call_depth`], 256 by default), and a successor that needs a deeper call
 //! is one shared overflow state whose row is a size-limit error, rather than a state that would
-//! refuse what the grammar allows. Only the configurations the input reaches are ever built,
+//! refuse what the grammar allows. A call in tail position (its return address only returns:
+//! the `factor` of `unary ::= "-" factor`) opens no frame: its body runs under the caller's
+//! stack and returns where the caller would, so right recursion is one configuration rather
+//! than one per depth (a C grammar's `----` in a token of a hundred dashes was a hundred states
+//! per expression position), and it does not count against the bound. Only the configurations the input reaches are ever built,
 //! which is what makes a recursive schema cheap lazily and impossible eagerly. Which configurations can still lead to a
 //! match now depends on the stack; `CallNeeds` answers that per state and per frame. Without
 //! rules every stack is the empty one and an entry is just the state's id.
@@ -142,6 +146,9 @@ pub struct Determinizer {
     overflow: Option<u32>,
     /// The call stacks met so far (only ever the empty one without rules).
     stacks: Stacks,
+    /// Per NFA state, whether it is a tail: every path from it reads nothing and ends in its
+    /// rule's `Return` (see [`tails`]). A call whose return address is a tail pushes no frame.
+    tails: Vec<bool>,
     /// Per embedded automaton and per class of the automaton, this construction's classes
     /// within it (they refine the automaton's, see [`Determinizer::new`]): a row steps an
     /// embedded state once per class of its own, a few where the construction may have a
@@ -220,6 +227,7 @@ impl Determinizer {
             live: Liveness::of(&nfa, anchors == Anchors::WHOLE_TEXT),
             overflow: None,
             stacks: Stacks::new(max_call_depth),
+            tails: tails(&nfa),
             class_groups,
             nfa,
         };
@@ -487,7 +495,17 @@ impl Determinizer {
                 State::Call { rule, next } => {
                     let body = self.nfa.rules()[*rule as usize];
                     let counted = self.nfa.is_counted(*rule);
-                    let frame = self.stacks.push(under, *next, body, counted, &self.live);
+                    // A call in tail position returns to where its caller would: its body runs
+                    // under the caller's stack, so that right recursion (`-` factor, a list's
+                    // rest) is one configuration, not one per depth.
+                    let tail = self.tails[*next as usize]
+                        && self.live.reaches_end(*next)
+                        && self.live.reaches_end(body);
+                    let frame = if tail {
+                        Some(under)
+                    } else {
+                        self.stacks.push(under, *next, body, counted, &self.live)
+                    };
                     if let Some(inner) = frame {
                         self.stack.push(entry(body, inner));
                     }
@@ -901,6 +919,49 @@ impl CallNeeds {
             self.need.get(id as usize).copied().unwrap_or(NEVER)
         } else {
             self.entries.get(&id).copied().unwrap_or(NEVER)
+        }
+    }
+}
+
+/// Per NFA state, whether it is a *tail*: every path from it reads nothing and ends in
+/// [`State::Return`] (through `Epsilon` and `Union` only; `Fail` ends nothing). Returning to a
+/// tail pops the frame below at once, so a call whose return address is a tail may run its body
+/// under the caller's stack instead: the configurations reached are those the frame's pop
+/// would reach. A cycle of empty moves among such states reads nothing either, so the largest
+/// set that satisfies the rule is taken: states start as tails, and the rest are struck out
+/// until nothing changes: a pass runs from the last state back, so that the forward moves most
+/// fragments are made of settle in one. Without rules there are no calls, and nothing to find.
+fn tails(nfa: &Nfa) -> Vec<bool> {
+    if nfa.rules().is_empty() {
+        return Vec::new();
+    }
+    let states = nfa.states();
+    let mut tail: Vec<bool> = states
+        .iter()
+        .map(|s| {
+            matches!(
+                s,
+                State::Return | State::Fail | State::Epsilon(_) | State::Union(_)
+            )
+        })
+        .collect();
+    loop {
+        let mut changed = false;
+        for (i, state) in states.iter().enumerate().rev() {
+            let keeps = match state {
+                State::Epsilon(next) => tail.get(*next as usize).copied().unwrap_or(false),
+                State::Union(alts) => alts
+                    .iter()
+                    .all(|&a| tail.get(a as usize).copied().unwrap_or(false)),
+                _ => continue,
+            };
+            if tail[i] && !keeps {
+                tail[i] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            return tail;
         }
     }
 }
@@ -1411,6 +1472,68 @@ mod tests {
                 other.map(|r| r.accepting.len())
             ),
         }
+    }
+
+    /// The states `text` leads through from the start, by rows, up to a state whose row fails
+    /// (the overflow state's).
+    fn walk_rows(d: &mut Determinizer, text: &[u8]) -> Vec<u32> {
+        let mut row = Vec::new();
+        let mut states = vec![1];
+        for &b in text {
+            let s = states[states.len() - 1];
+            if d.next_row(s, &mut row).is_err() {
+                break;
+            }
+            states.push(row[d.classes().get(b) as usize]);
+        }
+        states
+    }
+
+    /// A call whose return address only returns (`e = "-" e | "x"`: the `e` after `-`) runs
+    /// its body under the caller's stack: a thousand `-` are one state past the first, far past
+    /// the call bound, and the language is the grammar's. A call with something after it
+    /// (`p = "(" p ")" | "x"`) still opens a frame per level and overflows past the bound.
+    #[test]
+    fn tail_calls_open_no_frame() {
+        let e = Hir::call(0, false);
+        let tail = Hir::grammar(
+            e.clone(),
+            vec![Hir::alternation([
+                Hir::concat([Hir::literal("-"), e]),
+                Hir::literal("x"),
+            ])],
+        );
+        let nfa = Nfa::new(&tail, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        let mut d = Determinizer::with_call_depth(nfa, Anchors::WHOLE_TEXT, 1_000, 4).unwrap();
+        let text = [vec![b'-'; 1000], vec![b'x']].concat();
+        let states = walk_rows(&mut d, &text);
+        assert_eq!(
+            states.len(),
+            1002,
+            "no call past the bound: {:?}",
+            &states[..6]
+        );
+        assert!(d.is_accepting(states[1001]), "1000 dashes and an x");
+        assert!(
+            states[1..1001].iter().all(|&s| s == states[1]),
+            "one state per dash"
+        );
+        assert!(!d.is_accepting(states[1000]), "dashes alone are not an e");
+        assert_eq!(walk_rows(&mut d, b"x-")[2], 0, "nothing follows the x");
+        let p = Hir::call(0, false);
+        let nested = Hir::grammar(
+            p.clone(),
+            vec![Hir::alternation([
+                Hir::concat([Hir::literal("("), p, Hir::literal(")")]),
+                Hir::literal("x"),
+            ])],
+        );
+        let nfa = Nfa::new(&nested, &NfaConfig::default(), &DfaConfig::default()).unwrap();
+        let mut d = Determinizer::with_call_depth(nfa, Anchors::WHOLE_TEXT, 1_000, 4).unwrap();
+        let states = walk_rows(&mut d, b"(((x)))");
+        assert!(d.is_accepting(states[7]));
+        let deep = walk_rows(&mut d, b"((((((");
+        assert!(deep.contains(&d.overflow_state().unwrap()), "{deep:?}");
     }
 
     /// `value = scalar | "[" (value ("," value)*)? "]"`, with `scalar = "a" | "bb"` shared (so
