@@ -498,7 +498,9 @@ impl Determinizer {
                     // A call in tail position returns to where its caller would: its body runs
                     // under the caller's stack, so that right recursion (`-` factor, a list's
                     // rest) is one configuration, not one per depth.
-                    let tail = self.tails[*next as usize]
+                    // A return address past the NFA's own states (an embedded automaton's) is
+                    // never a tail.
+                    let tail = self.tails.get(*next as usize) == Some(&true)
                         && self.live.reaches_end(*next)
                         && self.live.reaches_end(body);
                     let frame = if tail {
