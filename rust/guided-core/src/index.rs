@@ -65,7 +65,7 @@ use crate::error::{Error, Result};
 use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
-use crate::slice::{Advance, Representatives, TokenTries, DENSE_CHARS};
+use crate::slice::{Advance, Representatives, TokenTries, BIG_HEAD_NODES, DENSE_CHARS};
 use crate::structural_tag::{self, TagOptions};
 use crate::trie::{Anchor, ByteSet};
 use crate::vocab::Vocabulary;
@@ -1689,8 +1689,17 @@ impl TokenIndex {
         }) else {
             return Vec::new();
         };
+        let full = self.tries.full();
         (candidates.into_iter().zip(ats))
             .filter(|&(_, at)| at != DEAD)
+            // A head is big, but the part of it alive from where it leads may not be: after a
+            // number's digit, `.` and `e` head thousands of tokens of which a few spell digits.
+            // A walk of those few costs less than finding a class slice for them.
+            .filter(|&(head, at)| {
+                self.with_row(at, |m| m.live_bytes(at)).is_ok_and(|live| {
+                    full.nodes_below_anchor(&heads[head], &live) >= BIG_HEAD_NODES
+                })
+            })
             .filter_map(|(head, at)| {
                 let fit = self.class_fit(at, Some(&heads[head]))?;
                 Some(HeadPart { head, at, fit })
@@ -2849,7 +2858,7 @@ mod tests {
         }
         for w in [
             "a-b", "ab.c", "abc.", "x-", "x--y", ".", "-", "..", ".-", "-.", "a.b.c", "@", "q@",
-            "é", "a b",
+            "é", "a b", ".0", ".7", ".12", ".345",
         ] {
             words.push(w.to_string());
         }
@@ -2887,6 +2896,25 @@ mod tests {
         );
         let parts: Vec<u8> = heads.iter().map(|p| big[p.head]).collect();
         assert_eq!(parts, vec![b'-', b'.']);
+        // Where the state after `.` reads only digits, which a few tokens below `.` start with,
+        // those few are walked plainly: no head part, and masks still equal brute force.
+        let narrow = r"[a-z]{1,30}(?:\.[0-9]{1,9})?";
+        assert_patterns_equal_brute_force(&[narrow], &v, 3);
+        let idx = index(narrow, &v, true);
+        let state = idx.next_state(idx.initial_state(), id("ab")).unwrap();
+        let shape = idx.shape(state, false).unwrap();
+        let Some(Shortcut::Classes {
+            root: Some(_),
+            heads,
+            ..
+        }) = &shape.fit
+        else {
+            panic!("no class slice after `ab`: {:?}", shape.fit);
+        };
+        assert!(
+            heads.is_empty(),
+            "a head part below `.` for the few tokens of digits"
+        );
     }
 
     #[test]

@@ -182,6 +182,15 @@ impl TokenTrie {
             .sum()
     }
 
+    /// How many nodes lie below `anchor` in the subtrees of its children on `bytes`: what a
+    /// walk from the state the anchor's path leads to visits below it at most.
+    pub fn nodes_below_anchor(&self, anchor: &Anchor, bytes: &ByteSet) -> usize {
+        self.children(Some(anchor))
+            .filter(|&(_, byte)| bytes.contains(byte))
+            .map(|(i, _)| self.nodes[i].skip as usize - i)
+            .sum()
+    }
+
     /// The longest token, in bytes.
     pub fn max_depth(&self) -> usize {
         self.max_depth
