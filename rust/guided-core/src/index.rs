@@ -44,8 +44,9 @@
 //! from the state's own moves: the walk passes over the subtrees spelled from the class and
 //! takes their tokens by length. A byte that leaves the class may head thousands of tokens of
 //! its own (`.` and `-` inside a domain name, which start the next label or go on with this
-//! one); below the trie's big heads, the state such a byte leads to takes a class slice too, so
-//! that a count of a label walks a few hundred nodes where it walked twenty thousand.
+//! one); below the trie's big heads, where the state such a byte leads to lives on thousands of
+//! those tokens, it takes a class slice too, so that a count of a label walks a few hundred nodes
+//! where it walked twenty thousand.
 //!
 //! Cost: one mask is `ceil(V/32)` words (25 KB at 200k tokens); a walk visits every trie node whose
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
@@ -1671,7 +1672,8 @@ impl TokenIndex {
     /// each head whose byte leaves the class and keeps the state alive, where a class slice fits
     /// the state it leads to. Inside a domain name's label, `.` starts the next label and `-`
     /// goes on with this one; each heads thousands of tokens that a plain walk would step
-    /// through letter by letter, where the state after it reads letters alike again.
+    /// through letter by letter, where the state after it reads letters alike again. A head
+    /// whose live part from there is under [`BIG_HEAD_NODES`] nodes is left to the plain walk.
     fn head_parts(&self, state: u32, root: &ClassFit) -> Vec<HeadPart> {
         let heads = self.tries.heads();
         // Only the bytes alive outside the class: none at all in most states (a digit's).

@@ -68,7 +68,8 @@ pub const LONG_CHECKPOINTS: [usize; 5] = [24, 32, 48, 64, 96];
 pub const ANCHOR_SHARE: usize = 8;
 
 /// A first byte of the full trie is one of [`TokenTries::heads`] with at least this many nodes
-/// below it: a walk of fewer costs about what finding a class slice for it does.
+/// below it, and a walk takes a class slice below it only where at least this many of them are
+/// alive: a walk of fewer costs about what finding a class slice for them does.
 pub const BIG_HEAD_NODES: usize = 1024;
 
 /// Per state of a slice's one-character automaton, the bytes worth trying with where each leads
