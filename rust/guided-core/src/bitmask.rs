@@ -367,8 +367,16 @@ impl MaskBuilder {
     pub fn extend(&mut self, ids: &[u32]) {
         if self.words.is_none() && self.ids.len() + ids.len() <= self.most {
             let size = self.vocab_size;
-            self.ids
-                .extend(ids.iter().filter(|&&id| (id as usize) < size));
+            // The ids of a slice's members (a digit state's thousand numbers) are all in range:
+            // found so by one pass that vector code runs, and copied at once. A filtered
+            // extend pushes them one by one and grows the list several times on the way.
+            let largest = ids.iter().fold(0, |m, &id| m.max(id));
+            if (largest as usize) < size {
+                self.ids.extend_from_slice(ids);
+            } else {
+                self.ids
+                    .extend(ids.iter().filter(|&&id| (id as usize) < size));
+            }
         } else {
             ids.iter().for_each(|&id| self.insert(id));
         }
@@ -530,6 +538,7 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Add {
         Id(u32),
+        List(Vec<u32>),
         Mask(Vec<u32>),
         Set(Vec<u32>),
     }
@@ -540,8 +549,12 @@ mod tests {
         // sets past the list's length and past the dense bound are common.
         let id = 0..v + 3;
         let run = (0..v + 3, 0..1600u32).prop_map(|(a, n)| (a..a.saturating_add(n)).collect());
+        // Lists short enough to stay lists, some of them past the vocabulary's end.
+        let short = (0..v + 3, 0..8u32).prop_map(|(a, n)| (a..a + n).collect());
+        let at_end = (v.saturating_sub(8)..v + 3, 0..8u32).prop_map(|(a, n)| (a..a + n).collect());
         prop_oneof![
             4 => id.prop_map(Add::Id),
+            1 => prop_oneof![short, at_end].prop_map(Add::List),
             1 => run.clone().prop_map(Add::Mask),
             1 => run.prop_map(Add::Set),
         ]
@@ -573,6 +586,10 @@ mod tests {
                     Add::Id(id) => {
                         builder.insert(id);
                         vec![id]
+                    }
+                    Add::List(ids) => {
+                        builder.extend(&ids);
+                        ids
                     }
                     Add::Mask(ids) => {
                         builder.add_mask(&Mask::from_set(packed(&ids)));
