@@ -2881,40 +2881,31 @@ mod tests {
         // The shortcut was taken: two letters in, the `.` and `-` heads have class slices of
         // their own, and the letters' runs a chain.
         let id = |text: &str| tokens.iter().position(|&t| t == text).unwrap() as i64;
-        let idx = index(patterns[0], &v, true);
-        let state = idx.next_state(idx.initial_state(), id("ab")).unwrap();
-        let shape = idx.shape(state, false).unwrap();
-        let Some(Shortcut::Classes {
-            root: Some(root),
-            heads,
-            ..
-        }) = &shape.fit
-        else {
-            panic!("no class slice after `ab`: {:?}", shape.fit);
+        let after_ab = |pattern: &str| {
+            let idx = index(pattern, &v, true);
+            let state = idx.next_state(idx.initial_state(), id("ab")).unwrap();
+            let shape = idx.shape(state, false).unwrap();
+            let Some(Shortcut::Classes {
+                root: Some(root),
+                heads,
+                ..
+            }) = &shape.fit
+            else {
+                panic!("no class slice after `ab`: {:?}", shape.fit);
+            };
+            let parts: Vec<u8> = heads.iter().map(|p| big[p.head]).collect();
+            (root.chain.is_some(), parts)
         };
-        assert!(
-            root.chain.is_some(),
-            "the letters' runs lead through one state each"
-        );
-        let parts: Vec<u8> = heads.iter().map(|p| big[p.head]).collect();
+        let (chained, parts) = after_ab(patterns[0]);
+        assert!(chained, "the letters' runs lead through one state each");
         assert_eq!(parts, vec![b'-', b'.']);
         // Where the state after `.` reads only digits, which a few tokens below `.` start with,
         // those few are walked plainly: no head part, and masks still equal brute force.
         let narrow = r"[a-z]{1,30}(?:\.[0-9]{1,9})?";
         assert_patterns_equal_brute_force(&[narrow], &v, 3);
-        let idx = index(narrow, &v, true);
-        let state = idx.next_state(idx.initial_state(), id("ab")).unwrap();
-        let shape = idx.shape(state, false).unwrap();
-        let Some(Shortcut::Classes {
-            root: Some(_),
-            heads,
-            ..
-        }) = &shape.fit
-        else {
-            panic!("no class slice after `ab`: {:?}", shape.fit);
-        };
+        let (_, parts) = after_ab(narrow);
         assert!(
-            heads.is_empty(),
+            parts.is_empty(),
             "a head part below `.` for the few tokens of digits"
         );
     }
