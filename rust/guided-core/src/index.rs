@@ -1698,9 +1698,8 @@ impl TokenIndex {
             // number's digit, `.` and `e` head thousands of tokens of which a few spell digits.
             // A walk of those few costs less than finding a class slice for them.
             .filter(|&(head, at)| {
-                self.with_row(at, |m| m.live_bytes(at)).is_ok_and(|live| {
-                    full.nodes_below_anchor(&heads[head], &live) >= BIG_HEAD_NODES
-                })
+                self.with_row(at, |m| m.live_bytes(at))
+                    .is_ok_and(|live| full.nodes_below(Some(&heads[head]), &live) >= BIG_HEAD_NODES)
             })
             .filter_map(|(head, at)| {
                 let fit = self.class_fit(at, Some(&heads[head]))?;
@@ -1716,7 +1715,7 @@ impl TokenIndex {
     /// walk needs first anyway.
     fn walk_is_short(&self, state: u32) -> Result<bool> {
         let live = self.with_row(state, |m| m.live_bytes(state))?;
-        Ok(self.tries.full().nodes_below(&live) <= self.short_walk)
+        Ok(self.tries.full().nodes_below(None, &live) <= self.short_walk)
     }
 
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of

@@ -166,28 +166,28 @@ impl TokenTrie {
         self.nodes.len()
     }
 
-    /// How many nodes lie in the subtrees of the first bytes in `heads`: what a walk that
-    /// starts with those bytes ([`walk_heads`](Self::walk_heads)) visits at most.
-    pub fn nodes_below(&self, heads: &ByteSet) -> usize {
+    /// How many nodes lie in the subtrees of the children on `bytes` of the root (`below`
+    /// none) or of an anchor: what a walk that starts there with those bytes visits at most
+    /// ([`walk_heads`](Self::walk_heads) from the root).
+    pub fn nodes_below(&self, below: Option<&Anchor>, bytes: &ByteSet) -> usize {
+        if below.is_some() {
+            return self
+                .children(below)
+                .filter(|&(_, byte)| bytes.contains(byte))
+                .map(|(i, _)| self.nodes[i].skip as usize - i)
+                .sum();
+        }
+        // The root's children are looked up by byte.
         if self.heads.is_empty() {
             return self.nodes.len();
         }
-        heads
+        bytes
             .iter()
             .filter_map(|b| {
                 let head = self.heads[usize::from(b)];
                 let node = self.nodes.get(head as usize)?;
                 Some(node.skip as usize - head as usize)
             })
-            .sum()
-    }
-
-    /// How many nodes lie below `anchor` in the subtrees of its children on `bytes`: what a
-    /// walk from the state the anchor's path leads to visits below it at most.
-    pub fn nodes_below_anchor(&self, anchor: &Anchor, bytes: &ByteSet) -> usize {
-        self.children(Some(anchor))
-            .filter(|&(_, byte)| bytes.contains(byte))
-            .map(|(i, _)| self.nodes[i].skip as usize - i)
             .sum()
     }
 
