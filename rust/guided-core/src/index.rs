@@ -18,10 +18,10 @@
 //!
 //! Concurrency: the index is shared by every request using the constraint, possibly from many
 //! threads. Cached masks are read under a read lock. A walk over a complete automaton needs only a
-//! read lock too, so cold masks compute in parallel; a walk that must grow the automaton retries
-//! under the write lock (only the tries it could not finish, where a walk is split into tries of
-//! tokens by where they leave a slice). Growth is monotone, so once the visited part of the
-//! automaton is built, everything runs in parallel.
+//! read lock too, so cold masks compute in parallel; a walk that must grow the automaton takes
+//! the write lock at the first row it misses and goes on from there, since growth is monotone:
+//! what it read before stays true. Once the visited part of the automaton is built, everything
+//! runs in parallel.
 //!
 //! States that read every printable character alike (inside a JSON string, under `.*`, inside a
 //! string with `maxLength`) take their mask mostly from a precomputed [slice](crate::slice) and
@@ -52,7 +52,6 @@
 //! parent survived, between a few hundred nodes (a digit state) and the whole trie (inside a free
 //! string, about a million nodes at 200k tokens).
 
-use std::cell::Cell;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 
@@ -525,17 +524,11 @@ struct Parts<'a> {
     plan: &'a [PartPlan],
     /// The walks done to remember.
     fresh: &'a mut FreshWalks,
-    /// For a walk that may be cut short: its flag, and the tries it cut short.
-    cut: Option<(&'a Cell<bool>, &'a mut Vec<usize>)>,
 }
 
 impl<'a> Parts<'a> {
     fn new(plan: &'a [PartPlan], fresh: &'a mut FreshWalks) -> Self {
-        Parts {
-            plan,
-            fresh,
-            cut: None,
-        }
+        Parts { plan, fresh }
     }
 }
 
@@ -1009,84 +1002,42 @@ impl TokenIndex {
         let mut set = MaskBuilder::new(self.vocab_size());
         let (fit, plan) = (shape.fit.as_ref(), shape.plan.as_slice());
         let mut fresh = FreshWalks::default();
-        {
-            let m = read(&self.machine);
-            if m.is_complete() {
-                let heads = m.live_bytes(state);
-                let step = |s, b| m.step(s, b);
-                let parts = Parts::new(plan, &mut fresh);
-                self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
-                return Ok(set);
-            }
-            // Most walks on a growing automaton only meet rows that already exist: try under the
-            // shared lock, and give up at the first missing row. A caller that watches each
-            // token goes straight to the exclusive lock, so that the attempt reports nothing;
-            // so does a state whose own row is missing, unless a slice's chain serves it, which
-            // steps from the state only in the tries of tokens that leave the slice at once
-            // (and not at all where a walk remembered along a counted string answers for them).
-            let explored = m.explored[state as usize];
-            if !watched && (explored || chain_serves(fit)) {
-                let heads = if explored {
-                    m.live_bytes(state)
-                } else {
-                    ByteSet::EMPTY
-                };
-                let missing = Cell::new(false);
-                let step = |s: u32, b: u8| {
-                    if missing.get() || !m.explored[s as usize] {
-                        missing.set(true);
-                        return DEAD;
-                    }
-                    m.step(s, b)
-                };
-                let mut unfinished = Vec::new();
-                let mut parts = Parts::new(plan, &mut fresh);
-                parts.cut = Some((&missing, &mut unfinished));
-                self.walk(state, &heads, fit, step, &mut set, &mut |_, _| {}, parts);
-                if !missing.get() {
-                    if unfinished.is_empty() {
-                        self.remember_walks(&m, fit, &fresh);
-                        return Ok(set);
-                    }
-                    // Only some tries of tokens leaving a chain met a missing row (one off the
-                    // chain, where a character that leaves the slice leads): walk those again.
-                    drop(m);
-                    let mut m = write(&self.machine);
-                    if let Some(Shortcut::Slice { slice, chain, .. }) = fit {
-                        let mut failure = None;
-                        let mut step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
-                        let mut parts = Parts::new(plan, &mut fresh);
-                        for part in unfinished {
-                            let (set, visit) = (&mut set, &mut visit);
-                            self.walk_part(*slice, chain, part, &mut step, set, visit, &mut parts);
-                        }
-                        return match failure {
-                            Some(e) => Err(e),
-                            None => {
-                                self.remember_walks(&m, fit, &fresh);
-                                Ok(set)
-                            }
-                        };
-                    }
-                }
-            }
+        let mut machine = Locked::new(&self.machine);
+        let m = machine.get();
+        if m.is_complete() {
+            let heads = m.live_bytes(state);
+            let step = |s, b| m.step(s, b);
+            let parts = Parts::new(plan, &mut fresh);
+            self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
+            return Ok(set);
         }
-        // A row is missing: walk again, from an empty set, with the right to build it.
-        if !watched {
-            set.clear();
+        // Most walks on a growing automaton only meet rows that already exist, and run under
+        // the shared lock; one that meets a missing row takes the exclusive lock there and goes
+        // on where it was (rows are only ever added, so what it read stays true). A walk that
+        // gave up at the first missing row and started again under the exclusive lock stepped
+        // through the part before it twice: on a bounded-string schema, half as many steps again
+        // as the walks that built rows took. A caller that watches each token takes the
+        // exclusive lock from the start, as does a state whose own row is missing, unless a
+        // slice's chain serves it, which steps from the state only in the tries of tokens that
+        // leave the slice at once (and not at all where a walk remembered along a counted
+        // string answers for them).
+        if watched || !(m.explored[state as usize] || chain_serves(fit)) {
+            machine.exclusive().explore(state)?;
         }
-        fresh.clear();
-        let mut m = write(&self.machine);
-        m.explore(state)?;
-        let heads = m.live_bytes(state);
+        let m = machine.get();
+        let heads = if m.explored[state as usize] {
+            m.live_bytes(state)
+        } else {
+            ByteSet::EMPTY
+        };
         let mut failure = None;
-        let step = |s: u32, b: u8| explore_step(&mut m, &mut failure, s, b);
+        let step = |s: u32, b: u8| machine.step(&mut failure, s, b);
         let parts = Parts::new(plan, &mut fresh);
         self.walk(state, &heads, fit, step, &mut set, &mut visit, parts);
         match failure {
             Some(e) => Err(e),
             None => {
-                self.remember_walks(&m, fit, &fresh);
+                self.remember_walks(machine.get(), fit, &fresh);
                 Ok(set)
             }
         }
@@ -1217,10 +1168,7 @@ impl TokenIndex {
     /// which `state` does not die.
     ///
     /// A slice's chain serves its tries of leaving tokens as `parts` plans, and lists in it the
-    /// walks it did to remember. With `parts.cut`, a walk that `step` may cut short (it raises
-    /// the flag and answers the dead state where a row is missing) lists, instead, the tries of
-    /// leaving tokens it cut short ([`walk_leaving`](Self::walk_leaving)), lowering the flag
-    /// after each: those are walked again on their own, not the whole walk.
+    /// walks it did to remember.
     #[allow(clippy::too_many_arguments)]
     fn walk(
         &self,
@@ -1342,8 +1290,7 @@ impl TokenIndex {
     /// Trie `part` of the tokens leaving slice `slice`, served as `parts` plans it: nothing to
     /// do for a remembered walk (whose tokens [`add_known`](Self::add_known) adds), and a walk
     /// otherwise ([`walk_leaving`](Self::walk_leaving)), which is listed in `parts.fresh` to
-    /// remember when its state is on an orbit. A walk that `parts.cut`'s flag says was cut short
-    /// is listed there instead (and the flag lowered), and not remembered.
+    /// remember when its state is on an orbit.
     #[allow(clippy::too_many_arguments)]
     fn walk_part(
         &self,
@@ -1377,13 +1324,6 @@ impl TokenIndex {
                 self.walk_leaving(slice, chain, part, &mut watch, set, &mut keep);
             }
             PartPlan::Plain => self.walk_leaving(slice, chain, part, step, set, visit),
-        }
-        if let Some((missing, unfinished)) = parts.cut.as_mut() {
-            if missing.replace(false) {
-                unfinished.push(part);
-                parts.fresh.drop_open();
-                return;
-            }
         }
         if let PartPlan::Fresh(orbit) = plan {
             parts.fresh.close(part, orbit);
@@ -1908,26 +1848,23 @@ impl TokenIndex {
         })
     }
 
-    /// Runs `f` with the automaton's transition, to find a shortcut: first under the shared
-    /// lock, where a row not built yet makes `step` answer `None` and `f` is expected to give up
-    /// with `None`; then, if it did, under the exclusive lock, where `step` builds the rows it
-    /// needs while the automaton is within [`SPECULATION_SHARE`] of its budgets. Rows built here
-    /// are speculative (the walk might never have needed them), so past that share, or if a row
-    /// fails to build, the search gives up (`None`) and the mask is walked in full: a shortcut
-    /// never spends the budget the answers need.
+    /// Runs `f` with the automaton's transition, to find a shortcut: under the shared lock while
+    /// the rows it steps through exist, and under the exclusive lock from the first one that
+    /// does not, where `step` builds the rows it needs while the automaton is within
+    /// [`SPECULATION_SHARE`] of its budgets. Rows built here are speculative (the walk might
+    /// never have needed them), so past that share, or if a row fails to build, `step` answers
+    /// `None`, the search gives up (`None`) and the mask is walked in full: a shortcut never
+    /// spends the budget the answers need.
     fn stepping<T>(
         &self,
         mut f: impl FnMut(&mut dyn FnMut(u32, u8) -> Option<u32>) -> Option<T>,
     ) -> Option<T> {
-        {
-            let m = read(&self.machine);
-            let mut step = |s: u32, b: u8| m.explored[s as usize].then(|| m.step(s, b));
-            if let Some(found) = f(&mut step) {
-                return Some(found);
-            }
-        }
-        let mut m = write(&self.machine);
+        let mut machine = Locked::new(&self.machine);
         let mut step = |s: u32, b: u8| {
+            if let Some(m) = machine.shared_row(s) {
+                return Some(m.step(s, b));
+            }
+            let m = machine.exclusive();
             if !m.explored[s as usize] {
                 let room = m
                     .determinizer
@@ -2170,6 +2107,60 @@ fn walk_bytes(m: &Machine, state: u32, bytes: &[u8]) -> Option<u32> {
 
 /// Poisoning only records that another thread panicked mid-update; every update here leaves the
 /// structures consistent before it can panic, so the data stays usable.
+/// The machine under the shared lock until a walk needs a row that is not built yet, and under
+/// the exclusive lock from then on.
+struct Locked<'a> {
+    lock: &'a RwLock<Machine>,
+    shared: Option<std::sync::RwLockReadGuard<'a, Machine>>,
+    exclusive: Option<std::sync::RwLockWriteGuard<'a, Machine>>,
+}
+
+impl<'a> Locked<'a> {
+    fn new(lock: &'a RwLock<Machine>) -> Self {
+        Locked {
+            lock,
+            shared: Some(read(lock)),
+            exclusive: None,
+        }
+    }
+
+    fn get(&mut self) -> &Machine {
+        if let Some(m) = &self.exclusive {
+            return m;
+        }
+        let lock = self.lock;
+        self.shared.get_or_insert_with(|| read(lock))
+    }
+
+    /// The machine under the exclusive lock, taken now if it is not held yet (the shared one
+    /// is let go first: a thread waiting for the exclusive lock while it holds the shared one
+    /// would wait for itself).
+    fn exclusive(&mut self) -> &mut Machine {
+        let (lock, shared) = (self.lock, &mut self.shared);
+        self.exclusive.get_or_insert_with(|| {
+            *shared = None;
+            write(lock)
+        })
+    }
+
+    /// The step from `state` on `byte`, building the row if it is missing; the dead state, with
+    /// `failure` set, where building fails (and at once once it has).
+    #[inline(always)]
+    fn step(&mut self, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
+        match self.shared_row(state) {
+            Some(m) => m.step(state, byte),
+            None => explore_step(self.exclusive(), failure, state, byte),
+        }
+    }
+
+    /// The machine, if it is held under the shared lock and has `state`'s row.
+    #[inline(always)]
+    fn shared_row(&self, state: u32) -> Option<&Machine> {
+        let m = self.shared.as_deref()?;
+        m.explored[state as usize].then_some(m)
+    }
+}
+
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }
@@ -2273,6 +2264,53 @@ mod tests {
             matches!(printed, Ok(_) | Err(Error::SizeLimit { .. })),
             "{printed:?}"
         );
+    }
+
+    #[test]
+    fn threads_growing_one_index_agree_with_one_thread() {
+        // Walks that meet rows other threads have not built yet take the exclusive lock part
+        // of the way through and go on from there; every mask along every path must still be
+        // the one a single thread finds on an index of its own.
+        let words = class_words();
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let pattern = r"[a-z_]{1,12}(?:[.@-][a-z0-9]{1,9}){0,4}|[0-9]{1,20}|\(+[a-z]*\)*";
+        let masks_along = |idx: &TokenIndex, path: &[i64]| {
+            let mut state = idx.initial_state();
+            let mut masks = vec![idx.mask(state).unwrap().ids()];
+            for &t in path {
+                state = idx.next_state(state, t).unwrap();
+                masks.push(idx.mask(state).unwrap().ids());
+            }
+            masks
+        };
+        let reference = index(pattern, &v, true);
+        let mut paths: Vec<Vec<i64>> = Vec::new();
+        let start = reference.initial_state();
+        for t in reference.mask(start).unwrap().ids() {
+            let one = reference.next_state(start, i64::from(t)).unwrap();
+            for u in reference.mask(one).unwrap().ids() {
+                if !v.is_eos(t) && !v.is_eos(u) {
+                    paths.push(vec![i64::from(t), i64::from(u)]);
+                }
+            }
+        }
+        assert!(paths.len() > 100, "{} paths", paths.len());
+        let expected: Vec<_> = paths.iter().map(|p| masks_along(&reference, p)).collect();
+        let shared = index(pattern, &v, true);
+        std::thread::scope(|scope| {
+            for k in 0..4 {
+                let (paths, expected, shared) = (&paths, &expected, &shared);
+                scope.spawn(move || {
+                    // Each thread takes the paths in its own order, so that they race.
+                    let n = paths.len();
+                    for i in (0..n).map(|i| (i * (2 * k + 1) + k * n / 4) % n) {
+                        let found = masks_along(shared, &paths[i]);
+                        assert_eq!(found, expected[i], "path {:?}", paths[i]);
+                    }
+                });
+            }
+        });
     }
 
     #[test]

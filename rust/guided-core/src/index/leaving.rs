@@ -87,24 +87,10 @@ pub(super) struct FreshWalks {
 
 impl FreshWalks {
     /// Closes the walk of trie `part` from the state at `orbit`, whose met states and tokens
-    /// are those listed since the last walk closed or dropped.
+    /// are those listed since the last walk closed.
     pub(super) fn close(&mut self, part: usize, orbit: Orbit) {
         self.walks
             .push((part, orbit, self.met.len(), self.tokens.len()));
-    }
-
-    /// Forgets what was listed since the last walk closed (a walk cut short).
-    pub(super) fn drop_open(&mut self) {
-        let (met, tokens) = self.walks.last().map_or((0, 0), |w| (w.2, w.3));
-        self.met.truncate(met);
-        self.tokens.truncate(tokens);
-    }
-
-    /// Forgets every walk.
-    pub(super) fn clear(&mut self) {
-        self.walks.clear();
-        self.met.clear();
-        self.tokens.clear();
     }
 
     /// Whether no walk was closed.
