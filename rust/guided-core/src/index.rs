@@ -1864,7 +1864,10 @@ impl TokenIndex {
             if let Some(m) = machine.shared_row(s) {
                 return Some(m.step(s, b));
             }
-            let m = machine.exclusive();
+            let m = match &mut machine.exclusive {
+                Some(m) => m,
+                None => machine.exclusive(),
+            };
             if !m.explored[s as usize] {
                 let room = m
                     .determinizer
@@ -2135,6 +2138,7 @@ impl<'a> Locked<'a> {
     /// The machine under the exclusive lock, taken now if it is not held yet (the shared one
     /// is let go first: a thread waiting for the exclusive lock while it holds the shared one
     /// would wait for itself).
+    #[inline(never)]
     fn exclusive(&mut self) -> &mut Machine {
         let (lock, shared) = (self.lock, &mut self.shared);
         self.exclusive.get_or_insert_with(|| {
@@ -2144,13 +2148,24 @@ impl<'a> Locked<'a> {
     }
 
     /// The step from `state` on `byte`, building the row if it is missing; the dead state, with
-    /// `failure` set, where building fails (and at once once it has).
+    /// `failure` set, where building fails (and at every missing row once it has). Walks call
+    /// this at every step, so the step on a built row is inlined and the rest is not.
     #[inline(always)]
     fn step(&mut self, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
-        match self.shared_row(state) {
-            Some(m) => m.step(state, byte),
-            None => explore_step(self.exclusive(), failure, state, byte),
+        let m = match (&self.exclusive, &self.shared) {
+            (Some(m), _) => &**m,
+            (None, Some(m)) => &**m,
+            (None, None) => return self.build_and_step(failure, state, byte),
+        };
+        if m.explored[state as usize] {
+            return m.step(state, byte);
         }
+        self.build_and_step(failure, state, byte)
+    }
+
+    #[inline(never)]
+    fn build_and_step(&mut self, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
+        explore_step(self.exclusive(), failure, state, byte)
     }
 
     /// The machine, if it is held under the shared lock and has `state`'s row.
