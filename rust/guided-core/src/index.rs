@@ -2127,6 +2127,8 @@ impl<'a> Locked<'a> {
         }
     }
 
+    /// The machine under whichever lock is held. One always is (the shared one is let go only
+    /// as the exclusive one is taken); were neither, the shared one would be taken again.
     fn get(&mut self) -> &Machine {
         if let Some(m) = &self.exclusive {
             return m;
@@ -2163,6 +2165,7 @@ impl<'a> Locked<'a> {
         self.build_and_step(failure, state, byte)
     }
 
+    /// [`step`](Self::step) where the row is missing.
     #[inline(never)]
     fn build_and_step(&mut self, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
         explore_step(self.exclusive(), failure, state, byte)
