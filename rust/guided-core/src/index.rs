@@ -2108,8 +2108,6 @@ fn walk_bytes(m: &Machine, state: u32, bytes: &[u8]) -> Option<u32> {
     Some(s)
 }
 
-/// Poisoning only records that another thread panicked mid-update; every update here leaves the
-/// structures consistent before it can panic, so the data stays usable.
 /// The machine under the shared lock until a walk needs a row that is not built yet, and under
 /// the exclusive lock from then on.
 struct Locked<'a> {
@@ -2179,6 +2177,8 @@ impl<'a> Locked<'a> {
     }
 }
 
+/// Poisoning only records that another thread panicked mid-update; every update here leaves the
+/// structures consistent before it can panic, so the data stays usable.
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read().unwrap_or_else(|e| e.into_inner())
 }
