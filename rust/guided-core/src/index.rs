@@ -1861,13 +1861,10 @@ impl TokenIndex {
     ) -> Option<T> {
         let mut machine = Locked::new(&self.machine);
         let mut step = |s: u32, b: u8| {
-            if let Some(m) = machine.shared_row(s) {
+            if let Some(m) = machine.built(s) {
                 return Some(m.step(s, b));
             }
-            let m = match &mut machine.exclusive {
-                Some(m) => m,
-                None => machine.exclusive(),
-            };
+            let m = machine.exclusive();
             if !m.explored[s as usize] {
                 let room = m
                     .determinizer
@@ -2152,15 +2149,10 @@ impl<'a> Locked<'a> {
     /// this at every step, so the step on a built row is inlined and the rest is not.
     #[inline(always)]
     fn step(&mut self, failure: &mut Option<Error>, state: u32, byte: u8) -> u32 {
-        let m = match (&self.exclusive, &self.shared) {
-            (Some(m), _) => &**m,
-            (None, Some(m)) => &**m,
-            (None, None) => return self.build_and_step(failure, state, byte),
-        };
-        if m.explored[state as usize] {
-            return m.step(state, byte);
+        match self.built(state) {
+            Some(m) => m.step(state, byte),
+            None => self.build_and_step(failure, state, byte),
         }
-        self.build_and_step(failure, state, byte)
     }
 
     /// [`step`](Self::step) where the row is missing.
@@ -2169,10 +2161,14 @@ impl<'a> Locked<'a> {
         explore_step(self.exclusive(), failure, state, byte)
     }
 
-    /// The machine, if it is held under the shared lock and has `state`'s row.
+    /// The machine, under whichever lock is held, if it has `state`'s row.
     #[inline(always)]
-    fn shared_row(&self, state: u32) -> Option<&Machine> {
-        let m = self.shared.as_deref()?;
+    fn built(&self, state: u32) -> Option<&Machine> {
+        let m: &Machine = match (&self.exclusive, &self.shared) {
+            (Some(m), _) => m,
+            (None, Some(m)) => m,
+            (None, None) => return None,
+        };
         m.explored[state as usize].then_some(m)
     }
 }
