@@ -48,6 +48,7 @@
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::slice::{OneChar, DENSE_CHARS};
@@ -70,7 +71,7 @@ impl ByteClass {
     /// successor)`, the bytes of a group given as a set (the automaton's byte classes, say). Ties
     /// go to the smaller state, so the choice depends on nothing but the moves.
     pub fn most_common(groups: &[(u128, u32)], dead: u32) -> Option<Self> {
-        let mut counts: Vec<(u32, u32)> = Vec::with_capacity(groups.len());
+        let mut counts: SmallVec<[(u32, u32); 16]> = SmallVec::new();
         for &(bytes, t) in groups.iter().filter(|&&(_, t)| t != dead) {
             let n = bytes.count_ones();
             match counts.iter_mut().find(|(s, _)| *s == t) {

