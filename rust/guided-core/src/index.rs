@@ -1673,6 +1673,13 @@ impl TokenIndex {
         Ok(self.tries.full().nodes_below(None, &live) <= self.short_walk)
     }
 
+    /// Whether `state`'s row is built and lives on a byte that starts a character past ASCII
+    /// (from 0xC2 up: 0xC0 and 0xC1 start none).
+    fn lives_past_ascii(&self, state: u32) -> bool {
+        let m = read(&self.machine);
+        m.explored[state as usize] && m.live_bytes(state).iter().any(|b| b >= 0xC2)
+    }
+
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of
     /// its bytes `state` may take: `chars` such that every string of the class's bytes is alive
     /// from `state` up to that length and dead past it.
@@ -1738,14 +1745,27 @@ impl TokenIndex {
         // multilingual vocabulary, are then taken by length too. Where the chain finds that they
         // part ways later, the class is tried without them.
         let wide = self.tries.wide_chars();
+        // Only a state that lives on a byte that starts such a character can take them all:
+        // its row (built by the pass above) says so without the characters' representatives,
+        // which an index whose runs are all ASCII (digits, identifiers) then never computes.
+        // `Some` where they all lead on alike.
         let wide_reps = self
-            .wide_reps
-            .get_or_init(|| wide.representatives(&read(&self.machine).class_of));
-        let wide_alive = matches!(
-            self.stepping(|step| wide.advance(state, DEAD, wide_reps, step)),
-            Some(Advance::To(t)) if t != DEAD
-        );
-        let widths: &[bool] = if wide_alive { &[true, false] } else { &[false] };
+            .lives_past_ascii(state)
+            .then(|| {
+                self.wide_reps
+                    .get_or_init(|| wide.representatives(&read(&self.machine).class_of))
+            })
+            .filter(|reps| {
+                matches!(
+                    self.stepping(|step| wide.advance(state, DEAD, reps, step)),
+                    Some(Advance::To(t)) if t != DEAD
+                )
+            });
+        let widths: &[bool] = if wide_reps.is_some() {
+            &[true, false]
+        } else {
+            &[false]
+        };
         let classes = candidates
             .iter()
             .flat_map(|&ascii| widths.iter().map(move |&wide| CharClass { ascii, wide }));
@@ -1779,7 +1799,7 @@ impl TokenIndex {
                         for &b in &reps {
                             next.push(step(s, b)?);
                         }
-                        if class.wide {
+                        if let Some(wide_reps) = wide_reps.filter(|_| class.wide) {
                             match wide.advance(s, DEAD, wide_reps, &mut *step)? {
                                 Advance::To(t) => next.push(t),
                                 Advance::Mixed => return Some(None),
