@@ -92,7 +92,8 @@ const MAX_REACHED: usize = 32;
 type Moves = SmallVec<[(u128, u32); 32]>;
 
 /// The states a class's strings of one length reach in [`TokenIndex::class_fit`]: at most
-/// [`MAX_REACHED`] once deduplicated.
+/// [`MAX_REACHED`] once deduplicated (the list of a length's steps before that may be longer,
+/// and then moves to the heap).
 type Reached = SmallVec<[u32; MAX_REACHED]>;
 
 /// Most trie nodes below a state's live bytes for which its mask is walked without looking for
@@ -1745,10 +1746,10 @@ impl TokenIndex {
         // multilingual vocabulary, are then taken by length too. Where the chain finds that they
         // part ways later, the class is tried without them.
         let wide = self.tries.wide_chars();
-        // Only a state that lives on a byte that starts such a character can take them all:
-        // its row (built by the pass above) says so without the characters' representatives,
-        // which an index whose runs are all ASCII (digits, identifiers) then never computes.
-        // `Some` where they all lead on alike.
+        // Their representatives, where they all lead on alike. Only a state that lives on a
+        // byte that starts such a character can take them: its row (built by the pass above)
+        // says so without the representatives, which an index whose runs are all ASCII
+        // (digits, identifiers) then never computes.
         let wide_reps = self
             .lives_past_ascii(state)
             .then(|| {
@@ -3029,6 +3030,13 @@ mod tests {
                         "the counted classes built class slices"
                     );
                 }
+                // The characters past ASCII are tried (their representatives computed) only
+                // by a pattern whose states live on a byte that starts one.
+                assert_eq!(
+                    idx.wide_reps.get().is_some(),
+                    pattern.contains('é'),
+                    "{pattern}"
+                );
             }
         }
     }
