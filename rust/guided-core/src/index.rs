@@ -1120,7 +1120,7 @@ impl TokenIndex {
             };
             if plan.is_empty() {
                 // A counted string's chain has a trie per length of its leaving tokens, twenty
-                // or more: a plan grown a part at a time was reallocated a dozen times a mask.
+                // or more: a plan grown a part at a time was reallocated as it grew, per mask.
                 plan.reserve_exact(leaving.len());
             }
             let remembered = match last {

@@ -192,7 +192,7 @@ impl OneChar {
         // A character is at most four bytes, so a handful of pairs is the norm: both lists stay
         // on the stack, since a class search asks this of every state it reaches (four hundred
         // times along the tool-call workload's first pass), and allocating and growing them on
-        // the heap was about a third of its cost.
+        // the heap was about a quarter of its cost.
         let u = &self.dfa;
         let mut stack: SmallVec<[(u32, u32); 16]> = smallvec![(u.start(), state)];
         let mut seen: SmallVec<[(u32, u32); 16]> = smallvec![(u.start(), state)];
