@@ -228,6 +228,13 @@ impl Machine {
         self.table[state as usize * self.stride + self.class_of[byte as usize] as usize]
     }
 
+    /// Whether `state`'s row (built) lives on a byte that starts a character past ASCII: one
+    /// from 0xC2 up (0x80 to 0xBF only continue one, 0xC0 and 0xC1 start none). Where it does
+    /// not, every such character dies at its first byte.
+    fn lives_past_ascii(&self, state: u32) -> bool {
+        self.live_bytes(state).iter().any(|b| b >= 0xC2)
+    }
+
     /// The bytes on which `state` does not die. Its row must be built.
     fn live_bytes(&self, state: u32) -> ByteSet {
         let row = &self.table[state as usize * self.stride..][..self.stride];
@@ -1579,9 +1586,7 @@ impl TokenIndex {
         if first.is_some_and(|t| t != DEAD) {
             return None;
         }
-        // Every character past ASCII starts with a byte from 0xC2 up.
-        let leads_dead = m.live_bytes(state).iter().all(|b| b < 0xC0);
-        leads_dead.then_some(Advance::To(DEAD))
+        (!m.lives_past_ascii(state)).then_some(Advance::To(DEAD))
     }
 
     /// The class slices that fit `state` (see [`crate::class_slice`]): one over the whole trie
@@ -1674,13 +1679,6 @@ impl TokenIndex {
         Ok(self.tries.full().nodes_below(None, &live) <= self.short_walk)
     }
 
-    /// Whether `state`'s row is built and lives on a byte that starts a character past ASCII
-    /// (from 0xC2 up: 0xC0 and 0xC1 start none).
-    fn lives_past_ascii(&self, state: u32) -> bool {
-        let m = read(&self.machine);
-        m.explored[state as usize] && m.live_bytes(state).iter().any(|b| b >= 0xC2)
-    }
-
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of
     /// its bytes `state` may take: `chars` such that every string of the class's bytes is alive
     /// from `state` up to that length and dead past it.
@@ -1750,8 +1748,11 @@ impl TokenIndex {
         // byte that starts such a character can take them: its row (built by the pass above)
         // says so without the representatives, which an index whose runs are all ASCII
         // (digits, identifiers) then never computes.
-        let wide_reps = self
-            .lives_past_ascii(state)
+        let leads_alive = {
+            let m = read(&self.machine);
+            m.explored[state as usize] && m.lives_past_ascii(state)
+        };
+        let wide_reps = leads_alive
             .then(|| {
                 self.wide_reps
                     .get_or_init(|| wide.representatives(&read(&self.machine).class_of))
