@@ -271,6 +271,30 @@ def test_fill_bitmask_numpy_and_torch() -> None:
     assert allowed.dtype == torch.bool and allowed.tolist() == index.allowed(guide.state).tolist()
 
 
+def test_fills_into_a_tensor_view_write_only_its_rows() -> None:
+    """A tensor is written through its data pointer: a view that starts inside a larger
+    tensor (rows 1 and 2 of 4) must be written at its own offset, row by row, and nothing
+    around it touched, by the single fill and the batch fill alike."""
+    torch = pytest.importorskip("torch")
+    vocab = toy_vocab([b"a", b"b", b"c"], extra=70)
+    index = guided.TokenIndex.from_regex("a[bc]|c", vocab)
+    width = (vocab.vocab_size + 31) // 32
+    first, after_a = guided.Guide(index), guided.Guide(index)
+    after_a.advance(0)  # "a"
+    big = torch.full((4, width), -1, dtype=torch.int32)
+    view = big[1:3]
+    first.fill_bitmask(view, 1)
+    after_a.fill_bitmask(view, 0)
+    assert (big[1].numpy() == index.bitmask(after_a.state)).all()
+    assert (big[2].numpy() == index.bitmask(first.state)).all()
+    assert (big[0] == -1).all() and (big[3] == -1).all(), "rows outside the view untouched"
+    big.fill_(-1)
+    guided.fill_next_token_bitmask([first, after_a], view, [0, 1])
+    assert (big[1].numpy() == index.bitmask(first.state)).all()
+    assert (big[2].numpy() == index.bitmask(after_a.state)).all()
+    assert (big[0] == -1).all() and (big[3] == -1).all(), "rows outside the view untouched"
+
+
 @pytest.mark.parametrize(
     "make",
     [

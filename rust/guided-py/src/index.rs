@@ -1,8 +1,8 @@
 //! `guided.TokenIndex`, `guided.Guide` and the batched mask fill.
 //!
 //! Three things matter at this boundary. Caller-owned mask buffers (numpy arrays, or CPU torch
-//! tensors, viewed through `Tensor.numpy()` without a copy) are checked for dtype, rank, width,
-//! contiguity and row range before a single word is written. Work that is not O(1) runs with the
+//! tensors, read in place: [`crate::buffer`]) are checked for dtype, rank, width, contiguity
+//! and row range before a single word is written. Work that is not O(1) runs with the
 //! GIL released, and a batch fill spreads its rows over a rayon pool, because a serving loop fills
 //! a mask for every running request at every step. And the index's trie, the expensive per
 //! vocabulary structure, is built once and shared by every index over the same `Vocabulary`.
@@ -23,7 +23,7 @@ use guided_core::slice::TokenTries;
 use guided_core::structural_tag::TagOptions;
 use guided_core::vocab::Vocabulary;
 use guided_core::Error;
-use numpy::{PyArray1, PyArray2, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::PyArray1;
 
 /// The default state budget of schema automata. Generated languages are larger than hand-written
 /// patterns: a `format` under a `maxLength`, or a large member value (every shared language is
@@ -42,6 +42,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use rayon::prelude::*;
 
+use crate::buffer::mask_rows;
 use crate::dfa::{dialect_named, parse_pattern, PyDfa};
 use crate::errors::{guard, guard_detached, guided_error};
 use crate::json_schema;
@@ -495,69 +496,6 @@ impl PyTokenIndex {
 
 /// A writable 2-D int32 mask buffer: a numpy array, or a CPU torch tensor seen through
 /// `Tensor.numpy()` (same memory, no copy). Anything else is refused before any write.
-fn mask_buffer<'py>(
-    py: Python<'py>,
-    obj: &Bound<'py, PyAny>,
-    width: usize,
-) -> PyResult<Bound<'py, PyArray2<i32>>> {
-    let array = if let Ok(a) = obj.cast::<PyArray2<i32>>() {
-        a.clone()
-    } else if obj.hasattr("data_ptr")? && obj.hasattr("numpy")? {
-        let device = obj
-            .getattr("device")?
-            .getattr("type")?
-            .extract::<String>()?;
-        if device != "cpu" {
-            return Err(guided_error(
-                py,
-                format!("bitmask must be a CPU buffer, got a tensor on {device}"),
-            ));
-        }
-        let dtype = obj.getattr("dtype")?.str()?.to_string();
-        if dtype != "torch.int32" {
-            return Err(guided_error(
-                py,
-                format!("bitmask must be int32, got {dtype}"),
-            ));
-        }
-        let view = obj.call_method0("numpy")?;
-        view.cast::<PyArray2<i32>>()
-            .map_err(|_| guided_error(py, "bitmask must be a 2-D int32 tensor"))?
-            .clone()
-    } else {
-        let kind = obj.get_type().name()?.to_string();
-        let detail = match obj.getattr("dtype") {
-            Ok(d) => format!(
-                " with dtype {} and {} dimensions",
-                d.str()?,
-                obj.getattr("ndim")
-                    .map_or("?".to_string(), |n| n.to_string())
-            ),
-            Err(_) => String::new(),
-        };
-        return Err(guided_error(
-            py,
-            format!(
-                "bitmask must be a 2-D int32 numpy array or CPU torch tensor, got {kind}{detail}"
-            ),
-        ));
-    };
-    if !array.is_c_contiguous() {
-        return Err(guided_error(py, "bitmask must be C-contiguous"));
-    }
-    let cols = array.shape()[1];
-    if cols != width {
-        return Err(guided_error(
-            py,
-            format!("bitmask rows must hold ceil(vocab_size/32) = {width} words, got {cols}"),
-        ));
-    }
-    if !(array.data() as usize).is_multiple_of(std::mem::align_of::<i32>()) {
-        return Err(guided_error(py, "bitmask data is not 4-byte aligned"));
-    }
-    Ok(array)
-}
-
 fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
     if row < 0 || row as u64 >= rows as u64 {
         return Err(guided_error(
@@ -709,23 +647,19 @@ impl PyGuide {
     #[pyo3(signature = (bitmask, index = 0))]
     fn fill_bitmask(&self, py: Python<'_>, bitmask: &Bound<'_, PyAny>, index: i64) -> PyResult<()> {
         let width = words_for(self.inner.index().vocab_size());
-        let array = mask_buffer(py, bitmask, width)?;
-        let row = check_row(py, index, array.shape()[0])?;
+        let mut buffer = mask_rows(py, bitmask, width)?;
+        let row = check_row(py, index, buffer.rows())?;
         let index = Arc::clone(self.inner.index());
         let state = self.inner.state();
-        let mut rw = array
-            .try_readwrite()
-            .map_err(|e| guided_error(py, format!("bitmask is not writable: {e}")))?;
-        let slice = rw
-            .as_slice_mut()
-            .map_err(|_| guided_error(py, "bitmask must be C-contiguous"))?;
-        let dst = &mut slice[row * width..(row + 1) * width];
-        // A cached mask is one copy, cheaper than releasing and retaking the GIL around it.
-        if let Some(mask) = index.cached_mask(state) {
-            write_row(dst, &mask);
-            return Ok(());
-        }
-        guard_detached(py, move || fill_row(dst, &index, state))
+        // A cached mask is one copy, cheaper than releasing and retaking the GIL around it. A
+        // fresh one is computed without the GIL and written with it.
+        let mask = match index.cached_mask(state) {
+            Some(mask) => mask,
+            None => guard_detached(py, move || index.mask(state))?,
+        };
+        let words = buffer.words(py)?;
+        write_row(&mut words[row * width..(row + 1) * width], &mask);
+        Ok(())
     }
 
     /// The allowed tokens as a torch bool tensor `[vocab_size]` (on `device` if given).
@@ -799,8 +733,8 @@ pub fn fill_next_token_bitmask(
         return Ok(());
     };
     let width = words_for(first.inner.index().vocab_size());
-    let array = mask_buffer(py, bitmask, width)?;
-    let rows = array.shape()[0];
+    let mut buffer = mask_rows(py, bitmask, width)?;
+    let rows = buffer.rows();
     if let Some(ix) = &indices {
         if ix.len() != guides.len() {
             return Err(guided_error(
@@ -831,12 +765,7 @@ pub fn fill_next_token_bitmask(
     if threads == Some(0) {
         return Err(guided_error(py, "threads must be at least 1"));
     }
-    let mut rw = array
-        .try_readwrite()
-        .map_err(|e| guided_error(py, format!("bitmask is not writable: {e}")))?;
-    let slice = rw
-        .as_slice_mut()
-        .map_err(|_| guided_error(py, "bitmask must be C-contiguous"))?;
+    let slice = buffer.words(py)?;
     let mut row_slices: Vec<Option<&mut [i32]>> = slice.chunks_mut(width).map(Some).collect();
     let mut jobs: Vec<Job<'_>> = Vec::with_capacity(targets.len());
     for (row, index, state) in targets {

@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod buffer;
 mod dfa;
 mod errors;
 mod index;
