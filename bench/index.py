@@ -34,6 +34,10 @@ where the peers' whitespace policies do: guided and outlines-core allow ``[ ]?``
 tokens, xgrammar and llguidance any JSON whitespace by default). The JSON text is ``json.dumps``
 output, one space after ``:`` and ``,``, which all four policies accept.
 
+Each engine fills the buffer its serving integrations fill: guided and xgrammar a CPU
+``torch.int32`` tensor (what vLLM and SGLang pass), llguidance and outlines-core a numpy array
+through a raw pointer, their own fastest entry.
+
 Every engine compiles the JSON Schema itself; guided through ``TokenIndex.from_json_schema``, the
 path engines take (its ``IndexCache`` and integrations call it).
 
@@ -486,7 +490,8 @@ def mask_hash(words: np.ndarray, ignore: Sequence[int] = ()) -> str:
 
 
 class Engine(ABC):
-    """One engine's calls behind the same verbs; the filler writes row 0 of ``self.buf``."""
+    """One engine's calls behind the same verbs; the filler writes row 0 of the engine's buffer,
+    which ``words()`` reads."""
 
     name = ""
     memory_label = ""
@@ -518,8 +523,11 @@ class Guided(Engine):
     memory_label = "index"
 
     def __init__(self, width: int, vocab: guided.Vocabulary) -> None:
+        import torch
+
         super().__init__(width)
         self.vocab = vocab
+        self.tbuf = torch.zeros((1, width), dtype=torch.int32)
 
     def compile(self, w: Workload) -> Any:
         if w.schema is not None:
@@ -534,8 +542,11 @@ class Guided(Engine):
         return guided.Guide(compiled)
 
     def filler(self, m: Any) -> Callable[[], Any]:
-        fill, buf = m.fill_bitmask, self.buf
+        fill, buf = m.fill_bitmask, self.tbuf
         return lambda: fill(buf, 0)
+
+    def words(self) -> np.ndarray:
+        return np.asarray(self.tbuf.numpy()[0])
 
     def advance(self, m: Any, token: int) -> bool:
         return bool(m.accept_token(token))
@@ -912,7 +923,9 @@ def batch_scaling(
             out.append(m)
         return out
 
-    buf = np.zeros((64, width), dtype=np.int32)
+    import torch
+
+    buf = torch.zeros((64, width), dtype=torch.int32)
     guides = advanced(engines["guided"], compiled["guided"])
     fills: dict[str, dict[int, Callable[[], Any]]] = {
         "guided": {
@@ -920,7 +933,6 @@ def batch_scaling(
         }
     }
     if "xgrammar" in compiled:
-        import torch
         import xgrammar as xgr
 
         tbuf = torch.zeros((64, width), dtype=torch.int32)
