@@ -1428,8 +1428,19 @@ impl TokenIndex {
                 return Ok(known);
             }
         }
+        // The state one copy before, which every slice's move is read off, is looked up once
+        // (a key built and hashed), not once per slice.
+        let mut before = None;
         for i in slices {
-            if leads_on(self.move_without_rows(i, state)?) {
+            let known = read(&self.moves).get(i, state);
+            let advance = match known {
+                Some(advance) => Some(advance),
+                None => match *before.get_or_insert_with(|| self.copy_before(state)) {
+                    Some(before) => self.shifted_move_from(i, state, before)?,
+                    None => None,
+                },
+            };
+            if leads_on(advance) {
                 return Ok(Some(i));
             }
         }
@@ -1982,19 +1993,29 @@ impl TokenIndex {
     /// on (before and after `minLength`, at the end) and a hash lookup per other count, instead
     /// of a subset construction per count for the state and each multi-byte character's inside.
     fn shifted_move(&self, slice: usize, state: u32) -> Result<Option<Advance>> {
-        let (at, before) = {
-            let m = read(&self.machine);
-            let Some(det) = &m.determinizer else {
-                return Ok(None);
-            };
-            let Some(at) = det.counted_copy(state).filter(|&at| det.copies_alike(at)) else {
-                return Ok(None);
-            };
-            let Some(before) = det.find_shifted_back(state, at.embedding) else {
-                return Ok(None);
-            };
-            (at, before)
-        };
+        match self.copy_before(state) {
+            Some(before) => self.shifted_move_from(slice, state, before),
+            None => Ok(None),
+        }
+    }
+
+    /// Where `state` stands in a counted repetition whose copies move on alike, and the state
+    /// one copy before it there, where that state exists: what
+    /// [`shifted_move`](Self::shifted_move) reads moves off.
+    fn copy_before(&self, state: u32) -> Option<(CopyAt, u32)> {
+        let m = read(&self.machine);
+        let det = m.determinizer.as_ref()?;
+        let at = det.counted_copy(state).filter(|&at| det.copies_alike(at))?;
+        Some((at, det.find_shifted_back(state, at.embedding)?))
+    }
+
+    /// [`shifted_move`](Self::shifted_move) with `state`'s [`copy_before`](Self::copy_before).
+    fn shifted_move_from(
+        &self,
+        slice: usize,
+        state: u32,
+        (at, before): (CopyAt, u32),
+    ) -> Result<Option<Advance>> {
         let (advance, one_copy_on) = {
             let moves = read(&self.moves);
             let Some(advance) = moves.shiftable(slice, before) else {
