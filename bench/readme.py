@@ -91,6 +91,8 @@ def render_index(results: dict[str, Any]) -> str:
         "valid output (`bench/index.py`). *compile* and *TTFM* (time to first mask) are medians "
         "of repeated compiles; *1st pass* is per mask on the freshly compiled object, where lazy "
         "engines pay for unseen states; *warm* is per mask when the states were seen before. "
+        "guided and xgrammar fill a CPU `torch.int32` tensor, as serving engines do; llguidance "
+        "fills a numpy array through a raw pointer. "
         "*masks = guided* counts positions where the peer's mask is identical to guided's (JSON "
         "workloads differ by design where the peers allow more whitespace). Memory is what each "
         "engine reports (guided: the index beyond what the vocabulary's indexes share, the token "

@@ -494,8 +494,7 @@ impl PyTokenIndex {
     }
 }
 
-/// A writable 2-D int32 mask buffer: a numpy array, or a CPU torch tensor seen through
-/// `Tensor.numpy()` (same memory, no copy). Anything else is refused before any write.
+/// `row` as an index into a buffer of `rows` rows, refused where it is out of range.
 fn check_row(py: Python<'_>, row: i64, rows: usize) -> PyResult<usize> {
     if row < 0 || row as u64 >= rows as u64 {
         return Err(guided_error(
