@@ -906,6 +906,19 @@ def _torch() -> Any:
     return pytest.importorskip("torch")
 
 
+def _unreadable_tensor(width: int) -> Any:
+    """A tensor subclass whose shape cannot be read: the fill must refuse it with its own error,
+    not let the subclass's exception through."""
+    torch = _torch()
+
+    class Unreadable(torch.Tensor):  # type: ignore[misc]
+        @property
+        def shape(self) -> Any:
+            raise RuntimeError("this tensor has no shape to read")
+
+    return torch.zeros((2, width), dtype=torch.int32).as_subclass(Unreadable)
+
+
 def _read_only(width: int) -> np.ndarray:
     buf = np.zeros((2, width), dtype=np.int32)
     buf.flags.writeable = False
@@ -950,6 +963,7 @@ BAD_BUFFERS: dict[str, Callable[[int], Any]] = {
     "torch-meta-device": lambda w: _torch().zeros((2, w), dtype=_torch().int32, device="meta"),
     "torch-row-strided": lambda w: _torch().zeros((4, w), dtype=_torch().int32)[::2],
     "torch-sparse": lambda w: _torch().zeros((2, w), dtype=_torch().int32).to_sparse(),
+    "torch-unreadable-subclass": _unreadable_tensor,
 }
 
 

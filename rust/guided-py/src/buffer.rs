@@ -27,7 +27,7 @@ use numpy::{PyArray2, PyArrayMethods, PyReadwriteArray2, PyUntypedArrayMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyTuple, PyType};
+use pyo3::types::{PyString, PyTuple, PyType};
 
 use crate::errors::guided_error;
 
@@ -142,17 +142,19 @@ fn tensor_rows<'py>(
     obj: &Bound<'py, PyAny>,
     width: usize,
 ) -> PyResult<MaskRows<'py>> {
-    // A tensor the checks below cannot read (a fake or otherwise storage-less one) is refused
-    // like any other unusable buffer.
+    // A tensor whose properties cannot be read (a fake or otherwise storage-less one, or a
+    // subclass that overrides them) is refused like any other unusable buffer, with the
+    // package's error rather than whatever the read raised.
     let unreadable = |e: PyErr| guided_error(py, format!("bitmask tensor cannot be written: {e}"));
-    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let get = |name: &Bound<'py, PyString>| obj.getattr(name).map_err(unreadable);
+    let dtype = get(intern!(py, "dtype"))?;
     if !dtype.is(&torch.int32) {
         return Err(guided_error(
             py,
             format!("bitmask must be int32, got {}", dtype.str()?),
         ));
     }
-    let layout = obj.getattr(intern!(py, "layout"))?;
+    let layout = get(intern!(py, "layout"))?;
     if !layout.is(&torch.strided) {
         return Err(guided_error(
             py,
@@ -162,20 +164,23 @@ fn tensor_rows<'py>(
             ),
         ));
     }
-    if !obj.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
-        let device = obj.getattr(intern!(py, "device"))?.getattr("type")?;
+    if !get(intern!(py, "is_cpu"))?
+        .is_truthy()
+        .map_err(unreadable)?
+    {
+        let device = get(intern!(py, "device"))?;
         return Err(guided_error(
             py,
             format!("bitmask must be a CPU buffer, got a tensor on {device}"),
         ));
     }
-    let shape = obj.getattr(intern!(py, "shape"))?;
-    let shape = shape.cast::<PyTuple>()?;
-    if shape.len() != 2 {
-        return Err(guided_error(py, "bitmask must be a 2-D int32 tensor"));
-    }
-    let rows: usize = shape.get_item(0)?.extract()?;
-    check_width(py, shape.get_item(1)?.extract()?, width)?;
+    let shape = get(intern!(py, "shape"))?;
+    let (rows, cols) = match shape.cast::<PyTuple>() {
+        Ok(dims) if dims.len() == 2 => (dims.get_item(0)?.extract(), dims.get_item(1)?.extract()),
+        _ => return Err(guided_error(py, "bitmask must be a 2-D int32 tensor")),
+    };
+    let (rows, cols): (usize, usize) = (rows.map_err(unreadable)?, cols.map_err(unreadable)?);
+    check_width(py, cols, width)?;
     let contiguous = obj
         .call_method0(intern!(py, "is_contiguous"))
         .and_then(|c| c.is_truthy())
