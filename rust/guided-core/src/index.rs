@@ -1432,15 +1432,7 @@ impl TokenIndex {
         // (a key built and hashed), not once per slice.
         let mut before = None;
         for i in slices {
-            let known = read(&self.moves).get(i, state);
-            let advance = match known {
-                Some(advance) => Some(advance),
-                None => match *before.get_or_insert_with(|| self.copy_before(state)) {
-                    Some(before) => self.shifted_move_from(i, state, before)?,
-                    None => None,
-                },
-            };
-            if leads_on(advance) {
+            if leads_on(self.move_without_rows_from(i, state, &mut before)?) {
                 return Ok(Some(i));
             }
         }
@@ -1940,10 +1932,25 @@ impl TokenIndex {
     /// The move of `state` on slice `slice` where it is known or can be read off the copy before
     /// ([`shifted_move`](Self::shifted_move)), which builds no row; `None` otherwise.
     fn move_without_rows(&self, slice: usize, state: u32) -> Result<Option<Advance>> {
+        self.move_without_rows_from(slice, state, &mut None)
+    }
+
+    /// [`move_without_rows`](Self::move_without_rows), with `state`'s
+    /// [`copy_before`](Self::copy_before) kept in `before` once looked up, for a caller that
+    /// asks the same state about several slices.
+    fn move_without_rows_from(
+        &self,
+        slice: usize,
+        state: u32,
+        before: &mut Option<Option<(CopyAt, u32)>>,
+    ) -> Result<Option<Advance>> {
         if let Some(known) = read(&self.moves).get(slice, state) {
             return Ok(Some(known));
         }
-        self.shifted_move(slice, state)
+        match *before.get_or_insert_with(|| self.copy_before(state)) {
+            Some(before) => self.shifted_move(slice, state, before),
+            None => Ok(None),
+        }
     }
 
     /// Where the characters of slice `slice` lead from `state`, found by following them
@@ -1984,21 +1991,6 @@ impl TokenIndex {
         Ok((advance, move_flags(&m, state, advance, &met)))
     }
 
-    /// The move of `state` on a slice read off that of the state one copy before it in a
-    /// counted repetition, renamed one copy on (see [`crate::dfa::CopyAt`]): when the copies
-    /// around `state` move on alike and that state's move is known and met only sets on which
-    /// the renaming commutes with the automaton. `None` where it does not apply.
-    ///
-    /// A counted string's chain is then one explored move per change in how its copies move
-    /// on (before and after `minLength`, at the end) and a hash lookup per other count, instead
-    /// of a subset construction per count for the state and each multi-byte character's inside.
-    fn shifted_move(&self, slice: usize, state: u32) -> Result<Option<Advance>> {
-        match self.copy_before(state) {
-            Some(before) => self.shifted_move_from(slice, state, before),
-            None => Ok(None),
-        }
-    }
-
     /// Where `state` stands in a counted repetition whose copies move on alike, and the state
     /// one copy before it there, where that state exists: what
     /// [`shifted_move`](Self::shifted_move) reads moves off.
@@ -2009,8 +2001,18 @@ impl TokenIndex {
         Some((at, det.find_shifted_back(state, at.embedding)?))
     }
 
-    /// [`shifted_move`](Self::shifted_move) with `state`'s [`copy_before`](Self::copy_before).
-    fn shifted_move_from(
+    /// The move of `state` on a slice read off that of the state one copy before it in a
+    /// counted repetition, renamed one copy on (see [`crate::dfa::CopyAt`]): when the copies
+    /// around `state` move on alike and that state's move is known and met only sets on which
+    /// the renaming commutes with the automaton. `None` where it does not apply.
+    ///
+    /// A counted string's chain is then one explored move per change in how its copies move
+    /// on (before and after `minLength`, at the end) and a hash lookup per other count, instead
+    /// of a subset construction per count for the state and each multi-byte character's inside.
+    ///
+    /// `before` is `state`'s [`copy_before`](Self::copy_before), looked up by the caller, which
+    /// may ask one state about several slices.
+    fn shifted_move(
         &self,
         slice: usize,
         state: u32,
@@ -2514,7 +2516,10 @@ mod tests {
                     idx.slice_move(slice, state).unwrap();
                 }
                 for state in 0..states {
-                    if let Some(shifted) = idx.shifted_move(slice, state).unwrap() {
+                    let Some(before) = idx.copy_before(state) else {
+                        continue;
+                    };
+                    if let Some(shifted) = idx.shifted_move(slice, state, before).unwrap() {
                         read_off += 1;
                         let (explored, _) = idx.explored_move(slice, state).unwrap();
                         assert_eq!(shifted, explored, "{pattern}: state {state}, slice {slice}");
