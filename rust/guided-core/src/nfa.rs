@@ -540,10 +540,20 @@ impl Nfa {
     }
 
     /// What `id` names; a stored [`State::Fail`] when nothing.
+    ///
+    /// Closures and rows ask this of every state they pass, and almost every id is a stored
+    /// state's: that case is inlined at the caller, the search among embeddings is not.
+    #[inline]
     pub fn node(&self, id: StateId) -> Node<'_> {
         if id < EMBEDDED_BASE {
             return Node::Stored(self.state(id));
         }
+        self.embedded_node(id)
+    }
+
+    /// What an id past the stored states names.
+    #[inline(never)]
+    fn embedded_node(&self, id: StateId) -> Node<'_> {
         let i = self.embeddings.partition_point(|e| e.base <= id);
         let Some(at) = i.checked_sub(1).map(|i| &self.embeddings[i]) else {
             return Node::Stored(&State::Fail);
