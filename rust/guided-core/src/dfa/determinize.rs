@@ -59,7 +59,9 @@ use super::{Anchors, ByteClasses, Raw};
 use crate::dfa::classes::ByteClassBuilder;
 use crate::error::{Error, Result};
 use crate::nfa::{Assertion, EmbeddedState, Nfa, Node, State, StateId, EMBEDDED_BASE};
-use rustc_hash::{FxHashMap, FxHashSet};
+use hashbrown::HashTable;
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 mod copies;
@@ -97,6 +99,14 @@ fn stack_of(e: Entry) -> u32 {
     (e >> 32) as u32
 }
 
+/// Whether two successor lists are equal, compared in line: they hold one or two entries
+/// almost always, where a call to the C library's `memcmp` (what `==` on slices compiles to)
+/// costs more than the comparison.
+#[inline]
+fn same_entries(a: &[Entry], b: &[Entry]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Distinct successors a row compares a new one with before it hashes them.
 const LINEAR_SUCCESSORS: usize = 16;
 
@@ -118,7 +128,7 @@ pub struct Determinizer {
     max_states: usize,
     /// Key of each DFA state: sorted byte-reading entries, then [`MATCH_MARK`] if accepting.
     sets: Vec<Arc<[Entry]>>,
-    ids: FxHashMap<Arc<[Entry]>, u32>,
+    ids: KeyIds,
     /// Entries held by `sets`, and NFA states visited by closures, against their budgets.
     set_entries: usize,
     work: usize,
@@ -215,7 +225,7 @@ impl Determinizer {
             anchors,
             max_states,
             sets: Vec::new(),
-            ids: FxHashMap::with_capacity_and_hasher(128, Default::default()),
+            ids: KeyIds::with_capacity(128),
             set_entries: 0,
             work: 0,
             seen: Visited::new(n),
@@ -231,9 +241,8 @@ impl Determinizer {
             class_groups,
             nfa,
         };
-        let dead: Arc<[Entry]> = Arc::from(Vec::new());
-        d.ids.insert(Arc::clone(&dead), 0);
-        d.sets.push(dead);
+        d.ids.insert(KeyIds::hash(&[]), 0);
+        d.sets.push(Arc::from(Vec::new()));
         // The start state is always 1, even when its key repeats the dead state's.
         let start = entry(d.nfa.start(), EMPTY_STACK);
         d.closure(&[start], true);
@@ -241,9 +250,11 @@ impl Determinizer {
             return Err(d.overflow_error());
         }
         d.charge()?;
-        let key: Arc<[Entry]> = Arc::from(d.key.as_slice());
-        d.ids.entry(Arc::clone(&key)).or_insert(1);
-        d.sets.push(key);
+        let hash = KeyIds::hash(&d.key);
+        if d.ids.find(hash, &d.key, &d.sets).is_none() {
+            d.ids.insert(hash, 1);
+        }
+        d.sets.push(Arc::from(d.key.as_slice()));
         d.check_products()?;
         Ok(d)
     }
@@ -352,10 +363,13 @@ impl Determinizer {
             // has a few distinct successors, found by comparing with each (most lists hold
             // one entry); only a row with many is worth hashing.
             let id = match prev {
-                Some((pc, id)) if self.targets[pc] == list => id,
+                Some((pc, id)) if same_entries(&self.targets[pc], &list) => id,
                 _ if self.distinct.len() < LINEAR_SUCCESSORS => {
                     let targets = &self.targets;
-                    let known = self.distinct.iter().find(|&&(dc, _)| targets[dc] == list);
+                    let known = self
+                        .distinct
+                        .iter()
+                        .find(|&&(dc, _)| same_entries(&targets[dc], &list));
                     match known {
                         Some(&(_, id)) => id,
                         None => {
@@ -402,9 +416,10 @@ impl Determinizer {
             self.key.clear();
             self.key.push(OVERFLOW_MARK);
         }
-        let id = match self.ids.get(self.key.as_slice()) {
-            Some(&id) => id,
-            None => self.intern_key()?,
+        let hash = KeyIds::hash(&self.key);
+        let id = match self.ids.find(hash, &self.key, &self.sets) {
+            Some(id) => id,
+            None => self.intern_key(hash)?,
         };
         if let Some(x) = single {
             self.kernels.insert(x, id);
@@ -412,8 +427,8 @@ impl Determinizer {
         Ok(id)
     }
 
-    /// Stores `self.key` as a new state, within the limits.
-    fn intern_key(&mut self) -> Result<u32> {
+    /// Stores `self.key`, whose hash is `hash`, as a new state, within the limits.
+    fn intern_key(&mut self, hash: u64) -> Result<u32> {
         if self.sets.len() >= self.max_states {
             return Err(Error::size_limit(
                 "max_states",
@@ -423,12 +438,11 @@ impl Determinizer {
         }
         self.charge()?;
         let id = self.sets.len() as u32;
-        let key: Arc<[Entry]> = Arc::from(self.key.as_slice());
         if self.key == [OVERFLOW_MARK] {
             self.overflow = Some(id);
         }
-        self.ids.insert(Arc::clone(&key), id);
-        self.sets.push(key);
+        self.ids.insert(hash, id);
+        self.sets.push(Arc::from(self.key.as_slice()));
         Ok(id)
     }
 
@@ -616,18 +630,57 @@ impl Determinizer {
         self.work
     }
 
-    /// Heap bytes held, approximately: the NFA, the states' keys (each held once, by the list
-    /// and the map together), the successor memo and the call stacks. A lazy index holds all of
-    /// it for as long as it may still grow.
+    /// Heap bytes held, approximately: the NFA, the states' keys and the table that finds them,
+    /// the successor memo and the call stacks. A lazy index holds all of it for as long as it
+    /// may still grow.
     pub fn memory_bytes(&self) -> usize {
         use std::mem::size_of;
         let keys = self.sets.iter().map(|k| k.len()).sum::<usize>() * size_of::<Entry>();
-        let slots = self.sets.capacity() * size_of::<Arc<[Entry]>>()
-            + self.ids.capacity() * (size_of::<Arc<[Entry]>>() + size_of::<u32>());
+        let slots = self.sets.capacity() * size_of::<Arc<[Entry]>>() + self.ids.memory_bytes();
         let stacks = self.stacks.frames.capacity() * size_of::<(u32, StateId, u32)>()
             + self.stacks.ids.capacity() * (size_of::<(u32, StateId)>() + size_of::<u32>());
         let kernels = self.kernels.capacity() * (size_of::<Entry>() + size_of::<u32>());
         self.nfa.memory_bytes() + keys + slots + stacks + kernels + self.seen.capacity_bytes()
+    }
+}
+
+/// Each DFA state's id by its key.
+///
+/// The keys themselves stay in [`Determinizer`]'s list of sets; the table holds each key's hash
+/// beside its id and compares a candidate's key in that list. A key is then hashed once whether
+/// it is found or added (a map from keys would hash it to look and again to insert), and growing
+/// the table moves pairs rather than hashing every key held again: both were a twentieth of a
+/// grammar's first masks, which build hundreds of states per pass.
+#[derive(Clone, Debug)]
+struct KeyIds {
+    table: HashTable<(u64, u32)>,
+}
+
+impl KeyIds {
+    fn with_capacity(n: usize) -> Self {
+        KeyIds {
+            table: HashTable::with_capacity(n),
+        }
+    }
+
+    fn hash(key: &[Entry]) -> u64 {
+        FxBuildHasher.hash_one(key)
+    }
+
+    /// The id of the state whose key is `key` (hashing to `hash`), if there is one.
+    fn find(&self, hash: u64, key: &[Entry], sets: &[Arc<[Entry]>]) -> Option<u32> {
+        self.table
+            .find(hash, |&(h, id)| h == hash && *sets[id as usize] == *key)
+            .map(|&(_, id)| id)
+    }
+
+    /// Adds state `id`, whose key hashes to `hash` and is not in the table yet.
+    fn insert(&mut self, hash: u64, id: u32) {
+        self.table.insert_unique(hash, (hash, id), |&(h, _)| h);
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.table.capacity() * std::mem::size_of::<(u64, u32)>()
     }
 }
 

@@ -32,7 +32,7 @@
 //! (the state after each count) at the cost of a hash lookup per count instead of a subset
 //! construction per count and per character length.
 
-use super::{state_of, Determinizer, Entry, MATCH_MARK, OVERFLOW_MARK};
+use super::{state_of, Determinizer, Entry, KeyIds, MATCH_MARK, OVERFLOW_MARK};
 use crate::error::Result;
 use crate::nfa::{Embedding, Node};
 
@@ -216,7 +216,7 @@ impl Determinizer {
     /// The state one copy before `state` in occurrence `embedding`, if it has been created.
     pub fn find_shifted_back(&self, state: u32, embedding: usize) -> Option<u32> {
         let key = self.shifted_key(state, embedding, false)?;
-        self.ids.get(key.as_slice()).copied()
+        self.ids.find(KeyIds::hash(&key), &key, &self.sets)
     }
 
     /// The state one copy after `state` in occurrence `embedding`, created if new (within the
@@ -227,10 +227,11 @@ impl Determinizer {
         let Some(key) = self.shifted_key(state, embedding, true) else {
             return Ok(None);
         };
-        if let Some(&id) = self.ids.get(key.as_slice()) {
+        let hash = KeyIds::hash(&key);
+        if let Some(id) = self.ids.find(hash, &key, &self.sets) {
             return Ok(Some(id));
         }
         self.key = key;
-        self.intern_key().map(Some)
+        self.intern_key(hash).map(Some)
     }
 }
