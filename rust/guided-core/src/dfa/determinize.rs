@@ -649,8 +649,8 @@ impl Determinizer {
 /// The keys themselves stay in [`Determinizer`]'s list of sets; the table holds each key's hash
 /// beside its id and compares a candidate's key in that list. A key is then hashed once whether
 /// it is found or added (a map from keys would hash it to look and again to insert), and growing
-/// the table moves pairs rather than hashing every key held again: both were a twentieth of a
-/// grammar's first masks, which build hundreds of states per pass.
+/// the table moves pairs rather than hashing every key held again. Together those were 4% of
+/// a grammar's first masks, which build hundreds of states per pass.
 #[derive(Clone, Debug)]
 struct KeyIds {
     table: HashTable<(u64, u32)>,
