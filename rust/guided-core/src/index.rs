@@ -63,6 +63,7 @@ use crate::class_slice::{ByteClass, CharClass, ClassSlice, RunChain, MIN_CLASS_B
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, ByteClasses, CopyAt, Dfa, DfaConfig};
 use crate::error::{Error, Result};
+use crate::hash_ids::IdsByHash;
 use crate::json_schema::{self, SchemaOptions};
 use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
@@ -288,7 +289,7 @@ impl Machine {
 struct MaskCache {
     of_state: Vec<u32>,
     masks: Vec<Arc<Mask>>,
-    by_hash: FxHashMap<u64, Vec<u32>>,
+    by_hash: IdsByHash,
     by_recipe: FxHashMap<Recipe, u32>,
     hasher: foldhash::fast::FixedState,
     bytes: usize,
@@ -334,14 +335,15 @@ impl MaskCache {
             Mask::Sparse { ids, .. } => unordered(ids).hash(&mut hasher),
             Mask::Shared { base, ids } => (Arc::as_ptr(base), unordered(ids)).hash(&mut hasher),
         }
-        let bucket = self.by_hash.entry(hasher.finish()).or_default();
-        let id = match bucket.iter().find(|&&id| *self.masks[id as usize] == mask) {
-            Some(&id) => id,
+        let hash = hasher.finish();
+        let masks = &self.masks;
+        let id = match self.by_hash.find(hash, |id| *masks[id as usize] == mask) {
+            Some(id) => id,
             None => {
                 let id = self.masks.len() as u32;
                 self.bytes += mask.memory_bytes();
                 self.masks.push(Arc::new(mask));
-                bucket.push(id);
+                self.by_hash.insert(hash, id);
                 id
             }
         };

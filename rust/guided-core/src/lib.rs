@@ -20,6 +20,7 @@ pub mod dfa;
 pub mod error;
 pub mod grammar;
 pub mod guide;
+mod hash_ids;
 pub mod index;
 pub mod json_schema;
 pub mod nfa;

@@ -58,8 +58,8 @@
 use super::{Anchors, ByteClasses, Raw};
 use crate::dfa::classes::ByteClassBuilder;
 use crate::error::{Error, Result};
+use crate::hash_ids::IdsByHash;
 use crate::nfa::{Assertion, EmbeddedState, Nfa, Node, State, StateId, EMBEDDED_BASE};
-use hashbrown::HashTable;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -107,6 +107,12 @@ fn same_entries(a: &[Entry], b: &[Entry]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
+/// The hash a state's key is found by: computed once per key looked up, whether it is found or
+/// added.
+fn key_hash(key: &[Entry]) -> u64 {
+    FxBuildHasher.hash_one(key)
+}
+
 /// Distinct successors a row compares a new one with before it hashes them.
 const LINEAR_SUCCESSORS: usize = 16;
 
@@ -128,7 +134,8 @@ pub struct Determinizer {
     max_states: usize,
     /// Key of each DFA state: sorted byte-reading entries, then [`MATCH_MARK`] if accepting.
     sets: Vec<Arc<[Entry]>>,
-    ids: KeyIds,
+    /// Each state's id by its key's hash ([`key_hash`]); the keys are `sets`.
+    ids: IdsByHash,
     /// Entries held by `sets`, and NFA states visited by closures, against their budgets.
     set_entries: usize,
     work: usize,
@@ -225,7 +232,7 @@ impl Determinizer {
             anchors,
             max_states,
             sets: Vec::new(),
-            ids: KeyIds::with_capacity(128),
+            ids: IdsByHash::with_capacity(128),
             set_entries: 0,
             work: 0,
             seen: Visited::new(n),
@@ -241,7 +248,7 @@ impl Determinizer {
             class_groups,
             nfa,
         };
-        d.ids.insert(KeyIds::hash(&[]), 0);
+        d.ids.insert(key_hash(&[]), 0);
         d.sets.push(Arc::from(Vec::new()));
         // The start state is always 1, even when its key repeats the dead state's.
         let start = entry(d.nfa.start(), EMPTY_STACK);
@@ -250,8 +257,8 @@ impl Determinizer {
             return Err(d.overflow_error());
         }
         d.charge()?;
-        let hash = KeyIds::hash(&d.key);
-        if d.ids.find(hash, &d.key, &d.sets).is_none() {
+        let hash = key_hash(&d.key);
+        if d.find_key(hash, &d.key).is_none() {
             d.ids.insert(hash, 1);
         }
         d.sets.push(Arc::from(d.key.as_slice()));
@@ -416,8 +423,8 @@ impl Determinizer {
             self.key.clear();
             self.key.push(OVERFLOW_MARK);
         }
-        let hash = KeyIds::hash(&self.key);
-        let id = match self.ids.find(hash, &self.key, &self.sets) {
+        let hash = key_hash(&self.key);
+        let id = match self.find_key(hash, &self.key) {
             Some(id) => id,
             None => self.intern_key(hash)?,
         };
@@ -425,6 +432,11 @@ impl Determinizer {
             self.kernels.insert(x, id);
         }
         Ok(id)
+    }
+
+    /// The state whose key is `key`, hashing to `hash` ([`key_hash`]), if there is one.
+    fn find_key(&self, hash: u64, key: &[Entry]) -> Option<u32> {
+        self.ids.find(hash, |id| *self.sets[id as usize] == *key)
     }
 
     /// Stores `self.key`, whose hash is `hash`, as a new state, within the limits.
@@ -641,46 +653,6 @@ impl Determinizer {
             + self.stacks.ids.capacity() * (size_of::<(u32, StateId)>() + size_of::<u32>());
         let kernels = self.kernels.capacity() * (size_of::<Entry>() + size_of::<u32>());
         self.nfa.memory_bytes() + keys + slots + stacks + kernels + self.seen.capacity_bytes()
-    }
-}
-
-/// Each DFA state's id by its key.
-///
-/// The keys themselves stay in [`Determinizer`]'s list of sets; the table holds each key's hash
-/// beside its id and compares a candidate's key in that list. A key is then hashed once whether
-/// it is found or added (a map from keys would hash it to look and again to insert), and growing
-/// the table moves pairs rather than hashing every key held again. Together those were 4% of
-/// a grammar's first masks, which build hundreds of states per pass.
-#[derive(Clone, Debug)]
-struct KeyIds {
-    table: HashTable<(u64, u32)>,
-}
-
-impl KeyIds {
-    fn with_capacity(n: usize) -> Self {
-        KeyIds {
-            table: HashTable::with_capacity(n),
-        }
-    }
-
-    fn hash(key: &[Entry]) -> u64 {
-        FxBuildHasher.hash_one(key)
-    }
-
-    /// The id of the state whose key is `key` (hashing to `hash`), if there is one.
-    fn find(&self, hash: u64, key: &[Entry], sets: &[Arc<[Entry]>]) -> Option<u32> {
-        self.table
-            .find(hash, |&(h, id)| h == hash && *sets[id as usize] == *key)
-            .map(|&(_, id)| id)
-    }
-
-    /// Adds state `id`, whose key hashes to `hash` and is not in the table yet.
-    fn insert(&mut self, hash: u64, id: u32) {
-        self.table.insert_unique(hash, (hash, id), |&(h, _)| h);
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.table.capacity() * std::mem::size_of::<(u64, u32)>()
     }
 }
 

@@ -32,7 +32,7 @@
 //! (the state after each count) at the cost of a hash lookup per count instead of a subset
 //! construction per count and per character length.
 
-use super::{state_of, Determinizer, Entry, KeyIds, MATCH_MARK, OVERFLOW_MARK};
+use super::{key_hash, state_of, Determinizer, Entry, MATCH_MARK, OVERFLOW_MARK};
 use crate::error::Result;
 use crate::nfa::{Embedding, Node};
 
@@ -216,7 +216,7 @@ impl Determinizer {
     /// The state one copy before `state` in occurrence `embedding`, if it has been created.
     pub fn find_shifted_back(&self, state: u32, embedding: usize) -> Option<u32> {
         let key = self.shifted_key(state, embedding, false)?;
-        self.ids.find(KeyIds::hash(&key), &key, &self.sets)
+        self.find_key(key_hash(&key), &key)
     }
 
     /// The state one copy after `state` in occurrence `embedding`, created if new (within the
@@ -227,8 +227,8 @@ impl Determinizer {
         let Some(key) = self.shifted_key(state, embedding, true) else {
             return Ok(None);
         };
-        let hash = KeyIds::hash(&key);
-        if let Some(id) = self.ids.find(hash, &key, &self.sets) {
+        let hash = key_hash(&key);
+        if let Some(id) = self.find_key(hash, &key) {
             return Ok(Some(id));
         }
         self.key = key;
