@@ -636,6 +636,9 @@ pub struct TokenIndex {
     /// The ASCII bytes grouped by the automaton's byte classes, as `(a byte of the group, the
     /// group)`: bytes of one group move alike from every state, so one of them answers for all.
     ascii_groups: Vec<(u8, u128)>,
+    /// Per fixed slice, a byte of each ASCII group that meets the slice's characters: what
+    /// [`move_at_once`](Self::move_at_once) steps, asked of every slice at every fresh state.
+    slice_ascii_reps: Vec<Vec<u8>>,
     /// [`SHORT_WALK`]: most nodes a walk taken without a search for a class slice visits.
     short_walk: usize,
 }
@@ -754,8 +757,18 @@ impl TokenIndex {
                 None => ascii_groups.push((b, 1 << b)),
             }
         }
+        let slice_ascii_reps = (tries.slices().iter())
+            .map(|slice| {
+                let ascii = slice.chars().ascii();
+                (ascii_groups.iter())
+                    .filter(|&&(_, bytes)| bytes & ascii != 0)
+                    .map(|&(rep, _)| rep)
+                    .collect()
+            })
+            .collect();
         TokenIndex {
             slice_reps: tries.slices().iter().map(|_| Default::default()).collect(),
+            slice_ascii_reps,
             wide_reps: OnceLock::new(),
             ascii_groups,
             machine: RwLock::new(machine),
@@ -1073,8 +1086,14 @@ impl TokenIndex {
         }
         let fit = match self.slice_fit(state)? {
             Some(fit) => Some(fit),
-            None if self.walk_is_short(state)? => None,
-            None => self.class_fits(state),
+            None => {
+                let live = self.with_row(state, |m| m.live_bytes(state))?;
+                if self.walk_is_short(&live) {
+                    None
+                } else {
+                    self.class_fits(state, &live)
+                }
+            }
         };
         let plan = self.leaving_plan(fit.as_ref());
         Ok(Shape { fit, plan })
@@ -1574,16 +1593,11 @@ impl TokenIndex {
     /// mask. One step per byte class answers it instead, exactly: ASCII characters are one byte
     /// each, and a longer character dies where its first byte does.
     fn move_at_once(&self, slice: usize, state: u32) -> Option<Advance> {
-        let ascii = self.tries.slices()[slice].chars().ascii();
         let m = read(&self.machine);
         if !m.explored[state as usize] {
             return None;
         }
-        let mut targets = self
-            .ascii_groups
-            .iter()
-            .filter(|&&(_, bytes)| bytes & ascii != 0)
-            .map(|&(rep, _)| m.step(state, rep));
+        let mut targets = (self.slice_ascii_reps[slice].iter()).map(|&rep| m.step(state, rep));
         let first = targets.next();
         if targets.any(|t| Some(t) != first) {
             return Some(Advance::Mixed);
@@ -1597,7 +1611,8 @@ impl TokenIndex {
     /// The class slices that fit `state` (see [`crate::class_slice`]): one over the whole trie
     /// for the state itself, and one below each anchor of the trie for the state its path leads
     /// to (after a space, say, where an identifier may start).
-    fn class_fits(&self, state: u32) -> Option<Shortcut> {
+    /// `live` are the bytes `state` lives on.
+    fn class_fits(&self, state: u32, live: &ByteSet) -> Option<Shortcut> {
         let mut anchors = Vec::new();
         for (k, anchor) in self.tries.anchors().iter().enumerate() {
             // The shortcut walks the anchor's subtree on its own, from this state: without it
@@ -1620,7 +1635,12 @@ impl TokenIndex {
                 });
             }
         }
-        let root = self.class_fit(state, None);
+        // A class is made of bytes the state lives on: one that lives on fewer (a key's next
+        // letter, the `"` that ends it) has none, which it finds out here without stepping
+        // every byte class (a tenth of a structural mask's first computation).
+        let root = (live.len() >= MIN_CLASS_BYTES as usize)
+            .then(|| self.class_fit(state, None))
+            .flatten();
         let heads = root
             .as_ref()
             .map_or(Vec::new(), |fit| self.head_parts(state, fit));
@@ -1674,14 +1694,13 @@ impl TokenIndex {
             .collect()
     }
 
-    /// Whether a walk from `state` without a shortcut visits at most [`SHORT_WALK`] nodes: the
-    /// tokens that start with a byte `state` lives on are that few (a digit of a vocabulary that
-    /// spells numbers one digit a token, as Qwen2's and Llama 2's do), and searching for a class
-    /// slice would cost more than the walk it could shorten. Builds `state`'s row, which the
-    /// walk needs first anyway.
-    fn walk_is_short(&self, state: u32) -> Result<bool> {
-        let live = self.with_row(state, |m| m.live_bytes(state))?;
-        Ok(self.tries.full().nodes_below(None, &live) <= self.short_walk)
+    /// Whether a walk without a shortcut from a state that lives on `live` visits at most
+    /// [`SHORT_WALK`] nodes: the tokens that start with those bytes are that few (a digit of a
+    /// vocabulary that spells numbers one digit a token, as Qwen2's and Llama 2's do), and
+    /// searching for a class slice would cost more than the walk it could shorten. (Finding
+    /// `live` builds the state's row, which the walk needs first anyway.)
+    fn walk_is_short(&self, live: &ByteSet) -> bool {
+        self.tries.full().nodes_below(None, live) <= self.short_walk
     }
 
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of

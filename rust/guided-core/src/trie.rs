@@ -55,6 +55,16 @@ impl ByteSet {
         }
     }
 
+    /// How many bytes the set holds.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.0 == [0; 4]
+    }
+
     /// Whether `byte` is in the set.
     pub fn contains(&self, byte: u8) -> bool {
         self.0[usize::from(byte >> 6)] >> (byte & 63) & 1 != 0
