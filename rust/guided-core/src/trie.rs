@@ -43,6 +43,18 @@ impl ByteSet {
         self.0[usize::from(byte >> 6)] |= 1 << (byte & 63);
     }
 
+    /// Adds every byte from `lo` to `hi`, both included.
+    pub fn insert_range(&mut self, lo: u8, hi: u8) {
+        // Only the words the range meets (most ranges, one): in each, the bits from the
+        // range's first byte in it to its last.
+        let (first, last) = (usize::from(lo >> 6), usize::from(hi >> 6));
+        for k in first..=last {
+            let from = if k == first { lo & 63 } else { 0 };
+            let to = if k == last { hi & 63 } else { 63 };
+            self.0[k] |= (u64::MAX >> (63 - (to - from))) << from;
+        }
+    }
+
     /// Takes `byte` out.
     pub fn remove(&mut self, byte: u8) {
         self.0[usize::from(byte >> 6)] &= !(1 << (byte & 63));
@@ -71,17 +83,37 @@ impl ByteSet {
     }
 
     /// The bytes of the set, in order.
-    pub fn iter(&self) -> impl Iterator<Item = u8> + '_ {
-        self.0.iter().enumerate().flat_map(|(k, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
+    pub fn iter(&self) -> ByteSetIter {
+        ByteSetIter {
+            words: self.0,
+            word: 0,
+        }
+    }
+}
+
+/// The bytes of a [`ByteSet`], in order: each call clears the lowest bit left. (Written out, as
+/// the determinizer iterates a set per row: a chain of iterator adapters over the four words
+/// cost a string's first mask 2% more.)
+#[derive(Debug, Clone)]
+pub struct ByteSetIter {
+    words: [u64; 4],
+    word: usize,
+}
+
+impl Iterator for ByteSetIter {
+    type Item = u8;
+
+    #[inline]
+    fn next(&mut self) -> Option<u8> {
+        while let Some(w) = self.words.get_mut(self.word) {
+            if *w != 0 {
                 let bit = w.trailing_zeros();
-                (bit < 64).then(|| {
-                    w &= w - 1;
-                    (k as u32 * 64 + bit) as u8
-                })
-            })
-        })
+                *w &= *w - 1;
+                return Some((self.word as u32 * 64 + bit) as u8);
+            }
+            self.word += 1;
+        }
+        None
     }
 }
 
@@ -727,6 +759,20 @@ pub struct Runs {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_range_of_bytes_is_the_bytes_one_at_a_time() {
+        for lo in 0..=255u8 {
+            for hi in lo..=255u8 {
+                let mut ranged = ByteSet::EMPTY;
+                ranged.insert_range(lo, hi);
+                let mut one_by_one = ByteSet::EMPTY;
+                (lo..=hi).for_each(|b| one_by_one.insert(b));
+                assert_eq!(ranged, one_by_one, "{lo}..={hi}");
+                assert_eq!(ranged.len(), usize::from(hi - lo) + 1);
+            }
+        }
+    }
 
     /// A toy automaton over bytes: state = number of bytes read + 1 while the prefix is in
     /// `allowed` (a set of strings closed under prefixes), 0 once it is not.
