@@ -51,8 +51,9 @@ use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
+use crate::byte_set::ByteSet;
 use crate::slice::{OneChar, DENSE_CHARS};
-use crate::trie::{Anchor, ByteSet, RunExits, TokenTrie};
+use crate::trie::{Anchor, RunExits, TokenTrie};
 
 /// Fewest bytes a class needs before a slice is built for it: below that, the tokens spelled
 /// from it are too few for the shortcut to pay for its build.

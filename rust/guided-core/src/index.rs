@@ -59,6 +59,7 @@ use rustc_hash::FxHashMap;
 use smallvec::{smallvec, SmallVec};
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
+use crate::byte_set::ByteSet;
 use crate::class_slice::{ByteClass, CharClass, ClassSlice, RunChain, MIN_CLASS_BYTES};
 use crate::dfa::determinize::{Determinizer, DEFAULT_MAX_CALL_DEPTH};
 use crate::dfa::{Anchors, ByteClasses, CopyAt, Dfa, DfaConfig};
@@ -69,7 +70,7 @@ use crate::nfa::{Nfa, NfaConfig};
 use crate::regex::Hir;
 use crate::slice::{Advance, Representatives, TokenTries, BIG_HEAD_NODES, DENSE_CHARS};
 use crate::structural_tag::{self, TagOptions};
-use crate::trie::{Anchor, ByteSet};
+use crate::trie::Anchor;
 use crate::vocab::Vocabulary;
 
 mod leaving;

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod bitmask;
+pub mod byte_set;
 pub mod class_slice;
 pub mod dfa;
 pub mod error;

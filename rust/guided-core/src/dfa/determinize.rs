@@ -56,11 +56,11 @@
 //! seconds of closures at worst; ordinary patterns use a tiny fraction of either.
 
 use super::{Anchors, ByteClasses, Raw};
+use crate::byte_set::ByteSet;
 use crate::dfa::classes::ByteClassBuilder;
 use crate::error::{Error, Result};
 use crate::hash_ids::IdsByHash;
 use crate::nfa::{Assertion, EmbeddedState, Nfa, Node, State, StateId, EMBEDDED_BASE};
-use crate::trie::ByteSet;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
