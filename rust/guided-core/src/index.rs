@@ -98,10 +98,32 @@ type Moves = SmallVec<[(u128, u32); 32]>;
 /// and then moves to the heap).
 type Reached = SmallVec<[u32; MAX_REACHED]>;
 
+/// The walks short enough to be taken without a search for a class slice
+/// ([`TokenIndex::walk_is_short`]).
+#[derive(Debug, Clone, Copy)]
+struct ShortWalk {
+    /// Most nodes below the live bytes.
+    nodes: usize,
+    /// Most steps counted two levels deep, and most of those below the second level.
+    steps: (usize, usize),
+}
+
 /// Most trie nodes below a state's live bytes for which its mask is walked without looking for
 /// a class slice ([`TokenIndex::walk_is_short`]): a walk of that many costs about what the
-/// search does (under a microsecond).
+/// search does when it fails at once (under a microsecond).
 const SHORT_WALK: usize = 64;
+
+/// Most steps a walk may take, counted two levels deep, for its mask to be walked without looking
+/// for a class slice ([`TokenIndex::walk_is_short`]), and most of those below the second
+/// level: what a search that finds a class and follows its chain costs (30-90 k instructions at
+/// the start of a number, 10-20 a step). Steps at the second level mostly die at once; those
+/// below it are tokens that live on, which a class slice takes by the hundred for a lookup
+/// (GPT-2 spells numbers up to four digits a token: a digit heads a hundred of them).
+const SHORT_WALK_STEPS: (usize, usize) = (2048, 256);
+
+/// Most bytes a state may live on for [`TokenIndex::walk_is_short`] to count its walk two levels
+/// deep: a number's or a keyword's, not a string's, whose walk is long anyway.
+const SHORT_WALK_HEADS: usize = 16;
 
 /// Most steps [`TokenIndex::class_fit`] follows a state's most common successors looking for a
 /// state that loops on them.
@@ -640,8 +662,9 @@ pub struct TokenIndex {
     /// Per fixed slice, a byte of each ASCII group that meets the slice's characters: what
     /// [`move_at_once`](Self::move_at_once) steps, asked of every slice at every fresh state.
     slice_ascii_reps: Vec<Vec<u8>>,
-    /// [`SHORT_WALK`]: most nodes a walk taken without a search for a class slice visits.
-    short_walk: usize,
+    /// [`SHORT_WALK`] and [`SHORT_WALK_STEPS`]: the walks taken without a search for a class
+    /// slice.
+    short_walk: ShortWalk,
 }
 
 impl TokenIndex {
@@ -782,7 +805,19 @@ impl TokenIndex {
             eos_mask: Arc::new(Mask::from_set(eos_mask)),
             // This crate's tests, whose vocabularies are a few dozen tokens, would find every
             // walk short: they search at every state, and one test turns the limit on.
-            short_walk: if cfg!(test) { 0 } else { SHORT_WALK },
+            // Tests search for class slices wherever one may fit, whatever the walk costs, so
+            // that their small vocabularies exercise the slices.
+            short_walk: if cfg!(test) {
+                ShortWalk {
+                    nodes: 0,
+                    steps: (0, 0),
+                }
+            } else {
+                ShortWalk {
+                    nodes: SHORT_WALK,
+                    steps: SHORT_WALK_STEPS,
+                }
+            },
         }
     }
 
@@ -1089,7 +1124,7 @@ impl TokenIndex {
             Some(fit) => Some(fit),
             None => {
                 let live = self.with_row(state, |m| m.live_bytes(state))?;
-                if self.walk_is_short(&live) {
+                if self.walk_is_short(state, &live) {
                     None
                 } else {
                     self.class_fits(state, &live)
@@ -1695,13 +1730,56 @@ impl TokenIndex {
             .collect()
     }
 
-    /// Whether a walk without a shortcut from a state that lives on `live` visits at most
-    /// [`SHORT_WALK`] nodes: the tokens that start with those bytes are that few (a digit of a
-    /// vocabulary that spells numbers one digit a token, as Qwen2's and Llama 2's do), and
-    /// searching for a class slice would cost more than the walk it could shorten. (Finding
-    /// `live` builds the state's row, which the walk needs first anyway.)
-    fn walk_is_short(&self, live: &ByteSet) -> bool {
-        self.tries.full().nodes_below(None, live) <= self.short_walk
+    /// Whether a walk without a shortcut from `state`, which lives on `live`, is short enough
+    /// that a search for a class slice would cost more than it could save: the tokens that start
+    /// with those bytes are at most [`SHORT_WALK`] nodes (a digit of a vocabulary that spells
+    /// numbers one digit a token, as Qwen2's and Llama 2's do), or the state lives on few bytes
+    /// and, counted two levels deep with the bytes each of those leads on to, the walk takes at
+    /// most [`SHORT_WALK_STEPS`] steps and few of them below the second level (the start of a
+    /// number in Qwen2: `-` and the space head hundreds of tokens, nearly all dead at their
+    /// second byte). Finding `live` builds the state's row, which the walk needs first anyway;
+    /// the second level builds the rows of the states `live` leads to, which the walk also
+    /// steps from, unless a speculative row cannot be built here, and then the search goes
+    /// ahead.
+    fn walk_is_short(&self, state: u32, live: &ByteSet) -> bool {
+        let full = self.tries.full();
+        if full.nodes_below(None, live) <= self.short_walk.nodes {
+            return true;
+        }
+        if live.len() > SHORT_WALK_HEADS {
+            return false;
+        }
+        let Some(successors) = self.with_speculative_row(state, |m| {
+            live.iter()
+                .map(|b| (b, m.step(state, b)))
+                .collect::<SmallVec<[(u8, u32); SHORT_WALK_HEADS]>>()
+        }) else {
+            return false;
+        };
+        let mut lives: SmallVec<[(u32, ByteSet); 4]> = SmallVec::new();
+        let (mut steps, mut deep) = (0, 0);
+        for (b, to) in successors {
+            let Some(head) = full.head(b) else {
+                continue;
+            };
+            let live_to = match lives.iter().find(|(t, _)| *t == to) {
+                Some((_, l)) => *l,
+                None => match self.with_speculative_row(to, |m| m.live_bytes(to)) {
+                    Some(l) => {
+                        lives.push((to, l));
+                        l
+                    }
+                    None => return false,
+                },
+            };
+            let (children, below) = full.steps_below(head, &live_to);
+            steps += 1 + children + below;
+            deep += below;
+            if steps > self.short_walk.steps.0 || deep > self.short_walk.steps.1 {
+                return false;
+            }
+        }
+        true
     }
 
     /// The class slice of `state` over the whole trie or below anchor `anchor`, with how many of
@@ -1722,46 +1800,38 @@ impl TokenIndex {
         let groups = &self.ascii_groups;
         // Both candidate classes are made of bytes alive from `state`, and a class needs
         // [`MIN_CLASS_BYTES`] of them: most states inside a literal have one, and find that out
-        // here without the searches below. This pass allocates nothing; the states past it step
-        // the groups again in `moves_of`, which costs them less than building that list would
+        // here without the searches below. This pass allocates nothing; the states past it read
+        // the groups again in `ascii_moves`, which costs them less than building that list would
         // cost every literal state (gpt2 tool-calls median 2.85 against 3.4 us with one pass).
-        let alive = self.stepping(|step| {
-            let mut alive = 0u128;
-            for &(rep, bytes) in groups {
-                if step(state, rep)? != DEAD {
-                    alive |= bytes;
-                }
-            }
-            Some(alive)
-        })?;
+        let alive = self.ascii_alive(state)?;
         if alive.count_ones() < MIN_CLASS_BYTES {
             return None;
         }
-        let moves_of = |step: &mut dyn FnMut(u32, u8) -> Option<u32>, s: u32| {
-            groups
-                .iter()
-                .map(|&(rep, bytes)| Some((bytes, step(s, rep)?)))
-                .collect::<Option<Moves>>()
-        };
-        let first = self.stepping(|step| moves_of(step, state))?;
+        // Moves are lists of a kilobyte: filled in place, never returned or cloned.
+        let (mut first, mut moves) = (Moves::new(), Moves::new());
+        self.ascii_moves(state, &mut first)?;
         // Follow the most common successors to a state that loops on them, a few steps at most:
         // a loop that far in is an identifier's, a counted class never loops.
-        let looping = self.stepping(|step| {
-            let (mut s, mut moves) = (state, first.clone());
-            for _ in 0..LOOP_SEARCH {
-                let Some(class) = ByteClass::most_common(&moves, DEAD) else {
-                    return Some(None);
+        let looping = 'search: {
+            let mut s = state;
+            for k in 0..LOOP_SEARCH {
+                let now = if k == 0 { &first } else { &moves };
+                let Some(class) = ByteClass::most_common(now, DEAD) else {
+                    break;
                 };
-                let next = moves.iter().find(|m| class.includes(m.0)).map(|m| m.1);
+                let next = now.iter().find(|m| class.includes(m.0)).map(|m| m.1);
                 if next == Some(s) {
-                    return Some(class.within(alive));
+                    break 'search class.within(alive);
                 }
-                s = next?;
-                moves = moves_of(step, s)?;
+                // A row the search may not build ends it, as a search that finds no loop.
+                match next {
+                    Some(t) if self.ascii_moves(t, &mut moves).is_some() => s = t,
+                    _ => break,
+                }
             }
-            Some(None)
-        });
-        let mut candidates: SmallVec<[ByteClass; 2]> = looping.flatten().into_iter().collect();
+            None
+        };
+        let mut candidates: SmallVec<[ByteClass; 2]> = looping.into_iter().collect();
         candidates.extend(ByteClass::most_common(&first, DEAD));
         candidates.dedup();
         // The printable characters past ASCII join a class where they all lead on alike from
@@ -1875,6 +1945,39 @@ impl TokenIndex {
             }
         }
         None
+    }
+
+    /// The ASCII bytes on which `state` does not die, read off its row.
+    fn ascii_alive(&self, state: u32) -> Option<u128> {
+        self.with_speculative_row(state, |m| {
+            let live = (self.ascii_groups.iter()).filter(|&&(rep, _)| m.step(state, rep) != DEAD);
+            live.fold(0u128, |acc, &(_, bytes)| acc | bytes)
+        })
+    }
+
+    /// `state`'s moves on the ASCII byte groups, as `(the group, its successor)`, read off its
+    /// row into `moves`.
+    fn ascii_moves(&self, state: u32, moves: &mut Moves) -> Option<()> {
+        moves.clear();
+        self.with_speculative_row(state, |m| {
+            let groups = self.ascii_groups.iter();
+            moves.extend(groups.map(|&(rep, bytes)| (bytes, m.step(state, rep))));
+        })
+    }
+
+    /// Runs `f` on the machine once `state`'s row exists, building it as
+    /// [`stepping`](Self::stepping) builds rows (`None` past its share). A search reads a few
+    /// states' rows whole, under the shared lock: stepping each byte group through `stepping`
+    /// cost a lock check per group.
+    fn with_speculative_row<T>(&self, state: u32, f: impl FnOnce(&Machine) -> T) -> Option<T> {
+        {
+            let m = read(&self.machine);
+            if m.explored[state as usize] {
+                return Some(f(&m));
+            }
+        }
+        self.stepping(|step| step(state, 0).map(|_| ()))?;
+        Some(f(&read(&self.machine)))
     }
 
     /// `chain` followed on to runs of `deepest` bytes where it stopped short of them (at the
@@ -2682,9 +2785,12 @@ mod tests {
         let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
         let v = vocab(&tokens, tokens.len() as u32);
         let pattern = "[0-9]{1,12}x?";
-        for (short_walk, builds) in [(SHORT_WALK, false), (0, true)] {
+        for (nodes, builds) in [(SHORT_WALK, false), (0, true)] {
             let mut idx = index(pattern, &v, true);
-            idx.short_walk = short_walk;
+            idx.short_walk = ShortWalk {
+                nodes,
+                steps: (0, 0),
+            };
             let before = idx.tries.memory_bytes();
             let mut state = idx.initial_state();
             let mut text = String::new();
@@ -2696,7 +2802,37 @@ mod tests {
             assert_eq!(
                 idx.tries.memory_bytes() > before,
                 builds,
-                "short walks {short_walk}"
+                "short walks {nodes}"
+            );
+        }
+    }
+
+    /// At the start of a number, `-` heads many tokens that die at their second byte: counted
+    /// two levels deep, the walk is short, and no class slice is searched for or built, while
+    /// the digits' own runs (counted below the state each digit leads to) make a walk long.
+    #[test]
+    fn walks_short_two_levels_deep_take_no_class_slice() {
+        let mut words: Vec<String> = (0..10).map(|d| d.to_string()).collect();
+        words.extend((b'a'..=b'z').map(|c| format!("-{}", c as char)));
+        words.extend(["-", "--", "->", "-1", "x", " ", "\"", ","].map(String::from));
+        let tokens: Vec<&str> = words.iter().map(String::as_str).collect();
+        let v = vocab(&tokens, tokens.len() as u32);
+        let pattern = "-?[0-9]{1,6}(,-?[0-9]{1,6})*";
+        for (steps, builds) in [(SHORT_WALK_STEPS, false), ((0, 0), true)] {
+            let mut idx = index(pattern, &v, true);
+            idx.short_walk = ShortWalk { nodes: 0, steps };
+            let before = idx.tries.memory_bytes();
+            let mut state = idx.initial_state();
+            let mut text = String::new();
+            for token in ["-1", "2", "3", ",", "-", "4", "5", ",", "6"] {
+                assert_eq!(idx.mask(state).unwrap().ids(), brute(pattern, &v, &text));
+                state = idx.next_state(state, v_id(&v, token)).unwrap();
+                text.push_str(token);
+            }
+            assert_eq!(
+                idx.tries.memory_bytes() > before,
+                builds,
+                "short walks of {steps:?} steps"
             );
         }
     }

@@ -146,6 +146,36 @@ impl TokenTrie {
             .sum()
     }
 
+    /// How many steps a walk takes at most below `node` from a state that lives on `bytes`
+    /// there, in two parts: one per child, and one per node below the children on `bytes`.
+    pub fn steps_below(&self, node: usize, bytes: &ByteSet) -> (usize, usize) {
+        let Some(end) = self.nodes.get(node).map(|n| n.skip as usize) else {
+            return (0, 0);
+        };
+        let (mut i, mut children, mut below) = (node + 1, 0, 0);
+        while let Some(child) = self.nodes.get(i).filter(|_| i < end) {
+            let skip = child.skip as usize;
+            children += 1;
+            if bytes.contains(child.depth_byte as u8) {
+                below += skip - i - 1;
+            }
+            i = skip;
+        }
+        (children, below)
+    }
+
+    /// The node of the root's child on `byte`, if a token starts with it.
+    pub fn head(&self, byte: u8) -> Option<usize> {
+        if self.heads.is_empty() {
+            return self
+                .children(None)
+                .find(|&(_, b)| b == byte)
+                .map(|(i, _)| i);
+        }
+        let head = self.heads[usize::from(byte)];
+        (head != NO_NODE).then_some(head as usize)
+    }
+
     /// The longest token, in bytes.
     pub fn max_depth(&self) -> usize {
         self.max_depth
@@ -811,6 +841,48 @@ mod tests {
 
     /// A walk from chosen first bytes reports exactly what the full walk reports for the tokens
     /// that start with them, on the trie, on a filtered copy and on a copy below an anchor.
+    /// From a state that lives on one first byte, then on some second bytes, then on every
+    /// byte, a walk steps the first byte, every child below it, and every node below the
+    /// children it lives on: what `steps_below` counts, which is otherwise an upper bound.
+    #[test]
+    fn steps_below_counts_a_walk_alive_past_the_second_byte() {
+        let words = toy_words(
+            400,
+            |i| (i % 5) as usize,
+            b"abcdef",
+            |i| Some(b"xyz"[(i % 3) as usize]),
+        );
+        let trie = trie_of(&words);
+        for (first, second) in [
+            (b'x', &b"ac"[..]),
+            (b'y', b"bdf"),
+            (b'z', b""),
+            (b'x', b"abcdef"),
+        ] {
+            let mut live = ByteSet::EMPTY;
+            for &b in second {
+                live.insert(b);
+            }
+            let mut heads = ByteSet::EMPTY;
+            heads.insert(first);
+            let mut steps = 0;
+            let step = |s: u32, b: u8| {
+                steps += 1;
+                match s {
+                    1 if b == first => 2,
+                    2 if live.contains(b) => 3,
+                    3 => 3,
+                    _ => 0,
+                }
+            };
+            trie.walk_heads(1, 0, &heads, |_| false, step, |_, _| {});
+            let head = trie.head(first).expect("words start with it");
+            let (children, below) = trie.steps_below(head, &live);
+            assert_eq!(steps, 1 + children + below, "{}", first as char);
+        }
+        assert_eq!(trie.head(b'q'), None);
+    }
+
     #[test]
     fn walks_from_chosen_heads_are_the_full_walk_restricted() {
         let lead = |i: u32| Some(b" 0az\xff"[(i % 5) as usize]);
