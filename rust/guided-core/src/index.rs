@@ -118,7 +118,7 @@ const SHORT_WALK: usize = 64;
 /// level: what a search that finds a class and follows its chain costs (30-90 k instructions at
 /// the start of a number, 10-20 a step). Steps at the second level mostly die at once; those
 /// below it are tokens that live on, which a class slice takes by the hundred for a lookup
-/// (GPT-2 spells numbers up to four digits a token: a digit heads a hundred of them).
+/// (below each digit, GPT-2 and o200k have 50-170 tokens spelled from digits alone).
 const SHORT_WALK_STEPS: (usize, usize) = (2048, 256);
 
 /// Most bytes a state may live on for [`TokenIndex::walk_is_short`] to count its walk two levels
@@ -804,9 +804,7 @@ impl TokenIndex {
             eos,
             eos_mask: Arc::new(Mask::from_set(eos_mask)),
             // This crate's tests, whose vocabularies are a few dozen tokens, would find every
-            // walk short: they search at every state, and one test turns the limit on.
-            // Tests search for class slices wherever one may fit, whatever the walk costs, so
-            // that their small vocabularies exercise the slices.
+            // walk short: they search at every state, and two tests turn the limits on.
             short_walk: if cfg!(test) {
                 ShortWalk {
                     nodes: 0,
@@ -2808,8 +2806,8 @@ mod tests {
     }
 
     /// At the start of a number, `-` heads many tokens that die at their second byte: counted
-    /// two levels deep, the walk is short, and no class slice is searched for or built, while
-    /// the digits' own runs (counted below the state each digit leads to) make a walk long.
+    /// two levels deep, the walk is short, and no class slice is searched for or built (with
+    /// zero bounds, one is); every mask equals brute force either way.
     #[test]
     fn walks_short_two_levels_deep_take_no_class_slice() {
         let mut words: Vec<String> = (0..10).map(|d| d.to_string()).collect();
