@@ -839,8 +839,6 @@ mod tests {
         );
     }
 
-    /// A walk from chosen first bytes reports exactly what the full walk reports for the tokens
-    /// that start with them, on the trie, on a filtered copy and on a copy below an anchor.
     /// From a state that lives on one first byte, then on some second bytes, then on every
     /// byte, a walk steps the first byte, every child below it, and every node below the
     /// children it lives on: what `steps_below` counts, which is otherwise an upper bound.
@@ -883,6 +881,8 @@ mod tests {
         assert_eq!(trie.head(b'q'), None);
     }
 
+    /// A walk from chosen first bytes reports exactly what the full walk reports for the tokens
+    /// that start with them, on the trie, on a filtered copy and on a copy below an anchor.
     #[test]
     fn walks_from_chosen_heads_are_the_full_walk_restricted() {
         let lead = |i: u32| Some(b" 0az\xff"[(i % 5) as usize]);
