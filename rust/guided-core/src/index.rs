@@ -1744,7 +1744,10 @@ impl TokenIndex {
         if full.nodes_below(None, live) <= self.short_walk.nodes {
             return true;
         }
-        if live.len() > SHORT_WALK_HEADS {
+        // A state on fewer bytes than a class needs takes no search below the root anyway
+        // (`class_fits`), and counting its walk (a structural state's: `"` heads hundreds of
+        // tokens) cost more than the search it would spare.
+        if live.len() < MIN_CLASS_BYTES as usize || live.len() > SHORT_WALK_HEADS {
             return false;
         }
         let Some(successors) = self.with_speculative_row(state, |m| {
