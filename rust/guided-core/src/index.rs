@@ -1731,8 +1731,9 @@ impl TokenIndex {
     /// Whether a walk without a shortcut from `state`, which lives on `live`, is short enough
     /// that a search for a class slice would cost more than it could save: the tokens that start
     /// with those bytes are at most [`SHORT_WALK`] nodes (a digit of a vocabulary that spells
-    /// numbers one digit a token, as Qwen2's and Llama 2's do), or the state lives on few bytes
-    /// and, counted two levels deep with the bytes each of those leads on to, the walk takes at
+    /// numbers one digit a token, as Qwen2's and Llama 2's do), or the state lives on a few
+    /// bytes (enough for a class, [`MIN_CLASS_BYTES`], and at most [`SHORT_WALK_HEADS`]) and,
+    /// counted two levels deep with the bytes each of those leads on to, the walk takes at
     /// most [`SHORT_WALK_STEPS`] steps and few of them below the second level (the start of a
     /// number in Qwen2: `-` and the space head hundreds of tokens, nearly all dead at their
     /// second byte). Finding `live` builds the state's row, which the walk needs first anyway;
