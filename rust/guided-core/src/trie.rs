@@ -152,16 +152,15 @@ impl TokenTrie {
         let Some(end) = self.nodes.get(node).map(|n| n.skip as usize) else {
             return (0, 0);
         };
-        let (mut i, mut children, mut below) = (node + 1, 0, 0);
-        while let Some(child) = self.nodes.get(i).filter(|_| i < end) {
-            let skip = child.skip as usize;
-            children += 1;
-            if bytes.contains(child.depth_byte as u8) {
-                below += skip - i - 1;
-            }
-            i = skip;
-        }
-        (children, below)
+        let below_child = |i: usize| self.nodes.get(i).map_or(0, |n| n.skip as usize - i - 1);
+        (self.children_between(node + 1, end)).fold((0, 0), |(children, below), (i, byte)| {
+            let deeper = if bytes.contains(byte) {
+                below_child(i)
+            } else {
+                0
+            };
+            (children + 1, below + deeper)
+        })
     }
 
     /// The node of the root's child on `byte`, if a token starts with it.
@@ -380,7 +379,14 @@ impl TokenTrie {
 
     /// The children of the root (`below` none) or of an anchor, by index.
     pub fn children(&self, below: Option<&Anchor>) -> impl Iterator<Item = (usize, u8)> + '_ {
-        let (mut i, end) = below.map_or((0, self.nodes.len()), |a| (a.node + 1, a.end));
+        let (first, end) = below.map_or((0, self.nodes.len()), |a| (a.node + 1, a.end));
+        self.children_between(first, end)
+    }
+
+    /// The nodes from `first` on that are siblings of it, before `end` (the end of their
+    /// parent's subtree), by index.
+    fn children_between(&self, first: usize, end: usize) -> impl Iterator<Item = (usize, u8)> + '_ {
+        let mut i = first;
         std::iter::from_fn(move || {
             let node = self.nodes.get(i).filter(|_| i < end)?;
             let child = (i, node.depth_byte as u8);
