@@ -48,7 +48,6 @@
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 
 use crate::bitmask::{Mask, MaskBuilder, TokenSet};
 use crate::byte_set::ByteSet;
@@ -67,30 +66,17 @@ pub const MAX_CACHED_CLASSES: usize = 64;
 pub struct ByteClass(u128);
 
 impl ByteClass {
-    /// The ASCII bytes that lead to a state's most common successor other than `dead`, if there
-    /// are at least [`MIN_CLASS_BYTES`] of them. `groups` are the state's moves as `(bytes,
-    /// successor)`, the bytes of a group given as a set (the automaton's byte classes, say). Ties
-    /// go to the smaller state, so the choice depends on nothing but the moves.
-    pub fn most_common(groups: &[(u128, u32)], dead: u32) -> Option<Self> {
-        let mut counts: SmallVec<[(u32, u32); 16]> = SmallVec::new();
-        for &(bytes, t) in groups.iter().filter(|&&(_, t)| t != dead) {
-            let n = bytes.count_ones();
-            match counts.iter_mut().find(|(s, _)| *s == t) {
-                Some((_, total)) => *total += n,
-                None => counts.push((t, n)),
-            }
-        }
-        let (target, count) = counts
-            .into_iter()
-            .max_by_key(|&(s, n)| (n, std::cmp::Reverse(s)))?;
-        if count < MIN_CLASS_BYTES {
-            return None;
-        }
-        let bits = groups
+    /// The ASCII bytes that lead to a state's most common successor other than `dead`, with that
+    /// successor, if there are at least [`MIN_CLASS_BYTES`] of them. `successors` are the state's
+    /// moves grouped by where they lead, as `(successor, the bytes that lead there)`, each
+    /// successor once. Ties go to the smaller state, so the choice depends on nothing but the
+    /// moves.
+    pub fn most_common(successors: &[(u32, u128)], dead: u32) -> Option<(Self, u32)> {
+        let (target, bits) = successors
             .iter()
-            .filter(|&&(_, t)| t == target)
-            .fold(0u128, |acc, &(bytes, _)| acc | bytes);
-        Some(ByteClass(bits))
+            .filter(|&&(t, _)| t != dead)
+            .max_by_key(|&&(t, bits)| (bits.count_ones(), std::cmp::Reverse(t)))?;
+        (bits.count_ones() >= MIN_CLASS_BYTES).then_some((ByteClass(*bits), *target))
     }
 
     /// The bytes of the class that are also in `bytes`, if there are at least
@@ -493,19 +479,25 @@ mod tests {
         let letters = class(b"abcdefghijklmnopqrstuvwxyz").0;
         let upper = class(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ").0;
         let digits = class(b"0123456789").0;
-        // Letters reach 7 in two groups, together more than the digits reaching 3.
-        let groups = [(letters, 7), (digits, 3), (class(b"@").0, 9), (upper, 7)];
-        let found = ByteClass::most_common(&groups, 0).expect("52 letters lead to 7");
-        assert_eq!(found.0, letters | upper);
+        // The letters reach 7, more than the digits reaching 3.
+        let successors = [(3, digits), (9, class(b"@").0), (7, letters | upper)];
+        let (found, to) = ByteClass::most_common(&successors, 0).expect("52 letters lead to 7");
+        assert_eq!((found.0, to), (letters | upper, 7));
         assert_eq!(found.bytes().count(), 52);
         assert!(found.contains(b'Q') && !found.contains(b'1') && !found.contains(200));
+        let tied = [(8, class(b"abcd").0), (5, class(b"wxyz").0)];
         assert_eq!(
-            ByteClass::most_common(&[(class(b"xy").0, 2), (class(b"z").0, 5)], 0),
+            ByteClass::most_common(&tied, 0).map(|(c, to)| (c.0, to)),
+            Some((class(b"wxyz").0, 5)),
+            "a tie goes to the smaller state"
+        );
+        assert_eq!(
+            ByteClass::most_common(&[(5, class(b"z").0), (2, class(b"xy").0)], 0),
             None,
             "two bytes are too few"
         );
         assert_eq!(
-            ByteClass::most_common(&[(digits, 0)], 0),
+            ByteClass::most_common(&[(0, digits), (4, class(b"xy").0)], 0),
             None,
             "the dead state is no successor"
         );

@@ -88,10 +88,11 @@ const NO_MASK: u32 = u32::MAX;
 /// the class up: past that, checking them costs more than the walk it would save.
 const MAX_REACHED: usize = 32;
 
-/// A state's moves in a shortcut search, as `(bytes of a group, successor)` per ASCII byte
-/// group ([`ByteClass::most_common`]'s input). Searches list them for every state they pass, a
-/// few tens of groups each: kept on the stack.
-type Moves = SmallVec<[(u128, u32); 32]>;
+/// A state's ASCII moves in a shortcut search, grouped by where they lead: `(successor, the
+/// bytes that lead there)`, each successor once and the dead state left out
+/// ([`ByteClass::most_common`]'s input). A state leads to a few successors, mostly: kept on the
+/// stack.
+type Successors = SmallVec<[(u32, u128); 8]>;
 
 /// The states a class's strings of one length reach in [`TokenIndex::class_fit`]: at most
 /// [`MAX_REACHED`] once deduplicated (the list of a length's steps before that may be longer,
@@ -1800,41 +1801,40 @@ impl TokenIndex {
     /// all lead on alike from `state`, and then without them.
     fn class_fit(&self, state: u32, anchor: Option<&Anchor>) -> Option<ClassFit> {
         let groups = &self.ascii_groups;
+        // Grouped by successor as they are read, each state's moves name its most common
+        // successor at once (counting per group, per search step, was a seventh of a number
+        // mask's first computation on o200k).
+        let mut moves = Successors::new();
+        self.ascii_successors(state, &mut moves)?;
         // Both candidate classes are made of bytes alive from `state`, and a class needs
         // [`MIN_CLASS_BYTES`] of them: most states inside a literal have one, and find that out
-        // here without the searches below. This pass allocates nothing; the states past it read
-        // the groups again in `ascii_moves`, which costs them less than building that list would
-        // cost every literal state (gpt2 tool-calls median 2.85 against 3.4 us with one pass).
-        let alive = self.ascii_alive(state)?;
+        // here without the searches below.
+        let alive = moves.iter().fold(0u128, |acc, &(_, bytes)| acc | bytes);
         if alive.count_ones() < MIN_CLASS_BYTES {
             return None;
         }
-        // Moves are lists of a kilobyte: filled in place, never returned or cloned.
-        let (mut first, mut moves) = (Moves::new(), Moves::new());
-        self.ascii_moves(state, &mut first)?;
+        let first = ByteClass::most_common(&moves, DEAD);
         // Follow the most common successors to a state that loops on them, a few steps at most:
         // a loop that far in is an identifier's, a counted class never loops.
         let looping = 'search: {
-            let mut s = state;
-            for k in 0..LOOP_SEARCH {
-                let now = if k == 0 { &first } else { &moves };
-                let Some(class) = ByteClass::most_common(now, DEAD) else {
+            let (mut s, mut best) = (state, first);
+            for _ in 0..LOOP_SEARCH {
+                let Some((class, next)) = best else {
                     break;
                 };
-                let next = now.iter().find(|m| class.includes(m.0)).map(|m| m.1);
-                if next == Some(s) {
+                if next == s {
                     break 'search class.within(alive);
                 }
                 // A row the search may not build ends it, as a search that finds no loop.
-                match next {
-                    Some(t) if self.ascii_moves(t, &mut moves).is_some() => s = t,
-                    _ => break,
+                if self.ascii_successors(next, &mut moves).is_none() {
+                    break;
                 }
+                (s, best) = (next, ByteClass::most_common(&moves, DEAD));
             }
             None
         };
         let mut candidates: SmallVec<[ByteClass; 2]> = looping.into_iter().collect();
-        candidates.extend(ByteClass::most_common(&first, DEAD));
+        candidates.extend(first.map(|(class, _)| class));
         candidates.dedup();
         // The printable characters past ASCII join a class where they all lead on alike from
         // `state` (free text, the body of a string with a pattern): their tokens, most of a
@@ -1949,21 +1949,21 @@ impl TokenIndex {
         None
     }
 
-    /// The ASCII bytes on which `state` does not die, read off its row.
-    fn ascii_alive(&self, state: u32) -> Option<u128> {
+    /// `state`'s moves on the ASCII byte groups, grouped by successor ([`Successors`]), read
+    /// off its row into `out`.
+    fn ascii_successors(&self, state: u32, out: &mut Successors) -> Option<()> {
+        out.clear();
         self.with_speculative_row(state, |m| {
-            let live = (self.ascii_groups.iter()).filter(|&&(rep, _)| m.step(state, rep) != DEAD);
-            live.fold(0u128, |acc, &(_, bytes)| acc | bytes)
-        })
-    }
-
-    /// `state`'s moves on the ASCII byte groups, as `(the group, its successor)`, read off its
-    /// row into `moves`.
-    fn ascii_moves(&self, state: u32, moves: &mut Moves) -> Option<()> {
-        moves.clear();
-        self.with_speculative_row(state, |m| {
-            let groups = self.ascii_groups.iter();
-            moves.extend(groups.map(|&(rep, bytes)| (bytes, m.step(state, rep))));
+            for &(rep, bytes) in &self.ascii_groups {
+                let to = m.step(state, rep);
+                if to == DEAD {
+                    continue;
+                }
+                match out.iter_mut().find(|(t, _)| *t == to) {
+                    Some((_, all)) => *all |= bytes,
+                    None => out.push((to, bytes)),
+                }
+            }
         })
     }
 
