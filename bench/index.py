@@ -693,6 +693,7 @@ class Result:
     rejected: str | None = None
     eos_allowed_at_end: bool | None = None
     status: str = "ok"
+    error: str | None = None
 
     def summary(self) -> dict[str, Any]:
         ok = self.status == "ok"
@@ -726,101 +727,159 @@ def release_freed_memory() -> None:
 
 
 def measure(
-    engine: Engine,
+    engines: Sequence[Engine],
     w: Workload,
     tokens: Sequence[int],
     eos_ids: Sequence[int],
     reps: int,
     warm: int,
     keep: list[np.ndarray] | None = None,
-    reference: Sequence[np.ndarray] | None = None,
-) -> Result:
-    """`reps` times: compile, then a first pass along `tokens` on the fresh object (per-position
-    median over the reps, which keeps one preempted call from posing as a slow mask); then `warm`
-    passes with fresh matchers on the first compiled object, which is the one returned.
+) -> dict[str, Result]:
+    """`reps` rounds, in each of which every engine in turn compiles and makes a first pass
+    along `tokens` on the fresh object (per-position median over the rounds, which keeps one
+    preempted call from posing as a slow mask); then, per engine, `warm` passes with fresh
+    matchers on its first compiled object, which its result holds.
+
+    The rounds interleave the engines so that a slow spell of a shared machine (another job,
+    a throttled core) lands on all of them alike instead of on whichever engine was measuring
+    then. With each engine's reps back to back, xgrammar's first-pass median on gpt2
+    ``digits`` went from 6.6-8.7 us in three runs to 12.4 us in a fourth, on unchanged code,
+    and the row's ratio with it.
 
     Masks are hashed for comparison with the first EOS id kept and the others cleared, since
-    outlines-core takes a single EOS id. The first pass's masks are appended to `keep` if given;
-    with `reference` (guided's masks), the result counts the positions where this engine allows
-    every token guided allows."""
+    outlines-core takes a single EOS id. The first engine's last first pass is appended to
+    `keep` if given (guided's, as the reference); every other engine's result counts the
+    positions where its mask allows every token the reference allows. An engine that raises is
+    reported as failed and left out of the rounds after."""
     eos, ignore = eos_ids[0], list(eos_ids[1:])
-    res = Result(engine.name, memory_label=engine.memory_label)
-    clock = time.perf_counter
-    first_passes: list[list[float]] = []
-    compiled: Any = None
+    results = {e.name: Result(e.name, memory_label=e.memory_label) for e in engines}
+    passes: dict[str, list[list[float]]] = {e.name: [] for e in engines}
+    compiled: dict[str, Any] = {}
     gc.collect()
     gc.disable()
     try:
         for rep in range(reps):
-            if rep == 0:
-                release_freed_memory()
-            rss0 = rss_bytes()
-            t0 = clock()
-            c = engine.compile(w)
-            t1 = clock()
-            m = engine.matcher(c)
-            fill = engine.filler(m)
-            fill()
-            t2 = clock()
-            res.compile_s.append(t1 - t0)
-            res.ttfm_s.append(t2 - t0)
-            times = [t2 - t1]  # the first mask, with the matcher's creation
-            hashes = [mask_hash(engine.words(), ignore)]
-            # Snapshots and comparisons on the last pass, so that rep 0's resident-set growth
-            # counts only the engine.
-            last = rep == reps - 1
-            snapshots = [engine.words().copy()] if last and keep is not None else None
-            covers = 0
-            if last and reference:
-                covers += bool(np.array_equal(engine.words() & reference[0], reference[0]))
-            for k, tok in enumerate(tokens):
-                if not engine.advance(m, tok):
-                    res.rejected = f"token {k} (id {tok})"
-                    break
-                s = clock()
-                fill()
-                times.append(clock() - s)
-                hashes.append(mask_hash(engine.words(), ignore))
-                if snapshots is not None:
-                    snapshots.append(engine.words().copy())
-                if last and reference and k + 1 < len(reference):
-                    ref = reference[k + 1]
-                    covers += bool(np.array_equal(engine.words() & ref, ref))
-            else:
-                words = engine.words()
-                res.eos_allowed_at_end = bool((int(words[eos // 32]) >> (eos % 32)) & 1)
-            first_passes.append(times)
-            if rep == 0:
-                res.rss_delta = rss_bytes() - rss0
-                res.memory = engine.memory(c)
-                res.hashes = hashes
-                compiled = c
-            if snapshots is not None and keep is not None:
-                keep.extend(snapshots)
-            if last and reference:
-                res.covers_reference = covers
-            del m, fill, c
-        res.first_s = [median(col) for col in zip(*first_passes)]
-        if res.rejected is None:
-            passes = []
-            for _ in range(warm):
-                m = engine.matcher(compiled)
-                fill = engine.filler(m)
-                times = []
-                s = clock()
-                fill()
-                times.append(clock() - s)
-                for tok in tokens:
-                    engine.advance(m, tok)
-                    s = clock()
-                    fill()
-                    times.append(clock() - s)
-                passes.append(times)
-            res.warm_s = [median(col) for col in zip(*passes)]
+            for engine in engines:
+                res = results[engine.name]
+                if res.status != "ok":
+                    continue
+                last = rep == reps - 1
+                reference = keep if keep is not None and engine is not engines[0] else None
+                snapshots = keep if last and keep is not None and engine is engines[0] else None
+                try:
+                    c, times = first_pass(
+                        engine,
+                        w,
+                        tokens,
+                        eos,
+                        ignore,
+                        res,
+                        rep,
+                        snapshots,
+                        reference if last else None,
+                    )
+                except Exception as e:  # a peer refusing a workload is a finding, not a crash
+                    res.status = f"error: {type(e).__name__}"
+                    res.error = str(e)
+                    continue
+                passes[engine.name].append(times)
+                if rep == 0:
+                    compiled[engine.name] = c
+                del c
+        for engine in engines:
+            res = results[engine.name]
+            if res.status != "ok":
+                continue
+            res.first_s = [median(col) for col in zip(*passes[engine.name])]
+            res.compiled = compiled[engine.name]  # type: ignore[attr-defined]
+            if res.rejected is None:
+                res.warm_s = warm_passes(engine, compiled[engine.name], tokens, warm)
     finally:
         gc.enable()
-    res.compiled = compiled  # type: ignore[attr-defined]
-    return res
+    return results
+
+
+def first_pass(
+    engine: Engine,
+    w: Workload,
+    tokens: Sequence[int],
+    eos: int,
+    ignore: list[int],
+    res: Result,
+    rep: int,
+    snapshots: list[np.ndarray] | None,
+    reference: Sequence[np.ndarray] | None,
+) -> tuple[Any, list[float]]:
+    """One compile of `w` by `engine` and a first pass on it, recorded in `res`: the compiled
+    object and the pass's per-mask times. Round 0 also measures memory (so that its resident-set
+    growth counts only the engine); with `snapshots`, the pass's masks are appended to it, and
+    with `reference`, the positions where this engine allows all the reference allows are
+    counted."""
+    clock = time.perf_counter
+    if rep == 0:
+        release_freed_memory()
+    rss0 = rss_bytes()
+    t0 = clock()
+    c = engine.compile(w)
+    t1 = clock()
+    m = engine.matcher(c)
+    fill = engine.filler(m)
+    fill()
+    t2 = clock()
+    res.compile_s.append(t1 - t0)
+    res.ttfm_s.append(t2 - t0)
+    times = [t2 - t1]  # the first mask, with the matcher's creation
+    hashes = [mask_hash(engine.words(), ignore)]
+    if snapshots is not None:
+        snapshots.append(engine.words().copy())
+    covers = 0
+    if reference:
+        covers += bool(np.array_equal(engine.words() & reference[0], reference[0]))
+    for k, tok in enumerate(tokens):
+        if not engine.advance(m, tok):
+            res.rejected = f"token {k} (id {tok})"
+            break
+        s = clock()
+        fill()
+        times.append(clock() - s)
+        hashes.append(mask_hash(engine.words(), ignore))
+        if snapshots is not None:
+            snapshots.append(engine.words().copy())
+        if reference and k + 1 < len(reference):
+            ref = reference[k + 1]
+            covers += bool(np.array_equal(engine.words() & ref, ref))
+    else:
+        words = engine.words()
+        res.eos_allowed_at_end = bool((int(words[eos // 32]) >> (eos % 32)) & 1)
+    if rep == 0:
+        res.rss_delta = rss_bytes() - rss0
+        res.memory = engine.memory(c)
+        res.hashes = hashes
+    if reference:
+        res.covers_reference = covers
+    del m, fill
+    return c, times
+
+
+def warm_passes(engine: Engine, compiled: Any, tokens: Sequence[int], warm: int) -> list[float]:
+    """Per-position median of `warm` passes along `tokens`, each with a fresh matcher on
+    `compiled`, whose states the first passes have seen."""
+    clock = time.perf_counter
+    passes = []
+    for _ in range(warm):
+        m = engine.matcher(compiled)
+        fill = engine.filler(m)
+        times = []
+        s = clock()
+        fill()
+        times.append(clock() - s)
+        for tok in tokens:
+            engine.advance(m, tok)
+            s = clock()
+            fill()
+            times.append(clock() - s)
+        passes.append(times)
+    return [median(col) for col in zip(*passes)]
 
 
 def parallel_ceiling() -> float:
@@ -861,7 +920,9 @@ def outlines_worker() -> None:
     print(json.dumps({"ready": True, "vocab_prep_s": prep}), flush=True)
     w = Workload(**job["workload"])
     engine = Outlines((loaded.vocab.vocab_size + 31) // 32, vocabulary)
-    res = measure(engine, w, job["tokens"], loaded.vocab.eos_token_ids, 1, job["warm"])
+    res = measure([engine], w, job["tokens"], loaded.vocab.eos_token_ids, 1, job["warm"])[
+        engine.name
+    ]
     out = {k: v for k, v in res.__dict__.items() if k != "compiled"}
     print(json.dumps(out), flush=True)
 
@@ -1180,25 +1241,22 @@ def run_vocabulary(vname: str, work: list[Workload], args: argparse.Namespace, r
             flush=True,
         )
         compiled: dict[str, Any] = {}
-        by_engine: dict[str, Result] = {}
         guided_masks: list[np.ndarray] = []
-        for name, engine in engines.items():
-            try:
-                r = measure(
-                    engine,
-                    w,
-                    tokens,
-                    vocab.eos_token_ids,
-                    args.reps,
-                    args.warm,
-                    keep=guided_masks if name == "guided" else None,
-                    reference=guided_masks if name != "guided" else None,
-                )
+        # guided first: its masks are the reference the peers' are compared with.
+        by_engine = measure(
+            list(engines.values()),
+            w,
+            tokens,
+            vocab.eos_token_ids,
+            args.reps,
+            args.warm,
+            keep=guided_masks,
+        )
+        for name, r in by_engine.items():
+            if r.error is not None:
+                rep.problems.append(f"{vname}/{w.name}: {name} failed: {r.error}")
+            elif r.status == "ok":
                 compiled[name] = r.compiled  # type: ignore[attr-defined]
-            except Exception as e:  # a peer refusing a workload is a finding, not a crash
-                r = Result(name, status=f"error: {type(e).__name__}")
-                rep.problems.append(f"{vname}/{w.name}: {name} failed: {e}")
-            by_engine[name] = r
         # outlines-core has no grammars or structural tags
         if not args.no_outlines and w.grammar is None and w.tag is None:
             if outlines_gave_up:
