@@ -15,9 +15,12 @@ together), which is larger than most changes one would want to judge. An instruc
 same for the same binary and input whatever else the machine does, so an A/B of two builds (two
 ``PYTHONPATH`` s, each with its own ``guided._lib``) reads the change alone. It is not time: a mask
 that reads memory nobody read lately (a large trie's scattered nodes, a freshly grown table) costs
-more per instruction, which only ``index.py``'s wall-clock figures show. Positions whose mask is
-cached cost no instructions here (the copy into the caller's buffer is outside
-``TokenIndex::mask``).
+more per instruction, which only ``index.py``'s wall-clock figures show. And it overstates
+copies: glibc copies and clears blocks of a few kilobytes to a few megabytes with ``rep movsb``
+and ``rep stosb``, which callgrind counts once per byte (ten 1 MB ``memmove`` calls count ten
+million) where the hardware moves tens of bytes a cycle, so a table's growth or a mask's
+zeroing weighs here up to thirty times what it costs in time. Positions whose mask is cached
+cost no instructions here (the copy into the caller's buffer is outside ``TokenIndex::mask``).
 
 Cost: valgrind runs the process 30 to 60 times slower; one workload takes 10 seconds to a few
 minutes (o200k's first compile builds its trie under valgrind).
