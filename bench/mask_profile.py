@@ -80,17 +80,19 @@ def drive(vocab_name: str, workload: str, compiles: int) -> dict[str, Any]:
     return {"positions": len(tokens) + 1, "fresh": fresh, "calls": calls, "before": before}
 
 
-def profile_totals(folder: Path) -> list[int]:
-    """The instructions of each profile callgrind wrote into `folder`, in the order written."""
-    dumps = sorted(folder.glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
-    totals = []
-    for p in dumps:
-        with p.open() as f:
-            for line in f:
-                if line.startswith(("totals:", "summary:")):
-                    totals.append(int(line.split()[1]))
-                    break
-    return totals
+def profiles(folder: Path) -> list[Path]:
+    """The profiles callgrind wrote into `folder` (``cg.out.1``, ``cg.out.2``, ...), in the
+    order written."""
+    return sorted(folder.glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+
+
+def instructions(dump: Path) -> int:
+    """The instructions one profile counted."""
+    with dump.open() as f:
+        for line in f:
+            if line.startswith(("totals:", "summary:")):
+                return int(line.split()[1])
+    raise SystemExit(f"{dump}: no totals line")
 
 
 def heaviest_functions(dump: Path, k: int) -> list[tuple[str, int]]:
@@ -104,7 +106,8 @@ def heaviest_functions(dump: Path, k: int) -> list[tuple[str, int]]:
     ).stdout
     found: list[tuple[str, int]] = []
     for line in out.splitlines():
-        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S*?:(guided_core::\S+)", line)
+        # `Ir (share)  file:function [object]`; a function's name may hold spaces (`<impl ...>`).
+        m = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S*?:(guided_core::.+?)(?: \[|$)", line)
         if m and m.group(2) != MASK_FUNCTION:
             found.append(
                 (m.group(2).removeprefix("guided_core::"), int(m.group(1).replace(",", "")))
@@ -113,6 +116,7 @@ def heaviest_functions(dump: Path, k: int) -> list[tuple[str, int]]:
 
 
 def profile(vocab_name: str, workload: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Runs `drive` under callgrind and reads its profiles back, one per computed mask."""
     with tempfile.TemporaryDirectory(prefix="guided-mask-profile-") as tmp:
         folder = Path(tmp)
         report = folder / "drive.json"
@@ -137,7 +141,8 @@ def profile(vocab_name: str, workload: str, args: argparse.Namespace) -> dict[st
                 f"{vocab_name}/{workload}: the profiled run failed:\n{run.stderr[-2000:]}"
             )
         driven = json.loads(report.read_text())
-        totals = profile_totals(folder)
+        dumps = profiles(folder)
+        totals = [instructions(p) for p in dumps]
         fresh: list[int] = driven["fresh"]
         if len(totals) != driven["calls"]:
             raise SystemExit(
@@ -145,7 +150,6 @@ def profile(vocab_name: str, workload: str, args: argparse.Namespace) -> dict[st
                 f"{driven['calls']} masks computed"
             )
         last = totals[len(totals) - len(fresh) :]
-        dumps = sorted(folder.glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
         dumps = dumps[len(dumps) - len(fresh) :]
         order = sorted(range(len(fresh)), key=lambda i: -last[i])[: args.top]
         top = [
