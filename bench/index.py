@@ -754,7 +754,6 @@ def measure(
     eos, ignore = eos_ids[0], list(eos_ids[1:])
     results = {e.name: Result(e.name, memory_label=e.memory_label) for e in engines}
     passes: dict[str, list[list[float]]] = {e.name: [] for e in engines}
-    compiled: dict[str, Any] = {}
     gc.collect()
     gc.disable()
     try:
@@ -763,20 +762,13 @@ def measure(
                 res = results[engine.name]
                 if res.status != "ok":
                     continue
-                last = rep == reps - 1
-                reference = keep if keep is not None and engine is not engines[0] else None
-                snapshots = keep if last and keep is not None and engine is engines[0] else None
+                # Snapshots and comparisons on the last round only: round 0 measures memory.
+                last, first = rep == reps - 1, engine is engines[0]
+                snapshots = keep if last and first else None
+                reference = keep if last and not first else None
                 try:
                     c, times = first_pass(
-                        engine,
-                        w,
-                        tokens,
-                        eos,
-                        ignore,
-                        res,
-                        rep,
-                        snapshots,
-                        reference if last else None,
+                        engine, w, tokens, eos, ignore, res, rep, snapshots, reference
                     )
                 except Exception as e:  # a peer refusing a workload is a finding, not a crash
                     res.status = f"error: {type(e).__name__}"
@@ -784,16 +776,15 @@ def measure(
                     continue
                 passes[engine.name].append(times)
                 if rep == 0:
-                    compiled[engine.name] = c
+                    res.compiled = c  # type: ignore[attr-defined]
                 del c
         for engine in engines:
             res = results[engine.name]
             if res.status != "ok":
                 continue
             res.first_s = [median(col) for col in zip(*passes[engine.name])]
-            res.compiled = compiled[engine.name]  # type: ignore[attr-defined]
             if res.rejected is None:
-                res.warm_s = warm_passes(engine, compiled[engine.name], tokens, warm)
+                res.warm_s = warm_passes(engine, res.compiled, tokens, warm)  # type: ignore[attr-defined]
     finally:
         gc.enable()
     return results
