@@ -1660,10 +1660,10 @@ impl TokenIndex {
     /// letter or the punctuation between an object's members is told so by its row alone,
     /// where asking the slices in turn ([`slice_reach`](Self::slice_reach)) followed the first
     /// one's characters ([`slice_move`](Self::slice_move): the exclusive lock, the steps, the
-    /// move recorded) before the row it built could answer for the others: qwen2 `digits`'s
-    /// first pass took 30% fewer instructions without it. The row is built if it is not:
-    /// following a slice's characters would build it, and so would the walk that serves a
-    /// state no slice does.
+    /// move recorded) before the row it built could answer for the others; asking the row
+    /// first takes 30% off the instructions of qwen2 `digits`'s first pass. The row is built
+    /// if it is not: following a slice's characters would build it, and so would the walk
+    /// that serves a state no slice does.
     fn no_slice_at_once(&self, state: u32) -> Result<bool> {
         let slices = self.slice_ascii_reps.len();
         self.with_row(state, |m| {
