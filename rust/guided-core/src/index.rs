@@ -1440,8 +1440,14 @@ impl TokenIndex {
     /// ([`first_slice`](Self::first_slice)).
     fn slice_fit(&self, state: u32) -> Result<Option<Shortcut>> {
         let first = self.first_slice(state)?;
-        if first.is_none() && self.no_slice_at_once(state)? {
-            return Ok(None);
+        if first.is_none() {
+            // With no slice known to fit, the row is built first, so that each slice's move is
+            // read off it at once where it can be (`move_at_once`: a digit, a keyword's next
+            // letter, the punctuation between an object's members); without it, the first
+            // slice's characters were followed (`slice_move`: the exclusive lock, the steps, the
+            // move recorded) to build it. That took 28% of the instructions of qwen2 `digits`'s
+            // first pass. The walk that serves a state no slice does builds the row anyway.
+            self.with_row(state, |_| ())?;
         }
         let rest = (0..self.tries.slices().len()).filter(|&i| Some(i) != first);
         for i in first.into_iter().chain(rest) {
@@ -1635,40 +1641,15 @@ impl TokenIndex {
         if !m.explored[state as usize] {
             return None;
         }
-        if self.mixed_at_once(&m, slice, state) {
+        let mut targets = (self.slice_ascii_reps[slice].iter()).map(|&rep| m.step(state, rep));
+        let first = targets.next();
+        if targets.any(|t| Some(t) != first) {
             return Some(Advance::Mixed);
         }
-        let first = self.slice_ascii_reps[slice]
-            .first()
-            .map(|&rep| m.step(state, rep));
         if first.is_some_and(|t| t != DEAD) {
             return None;
         }
         (!m.lives_past_ascii(state)).then_some(Advance::To(DEAD))
-    }
-
-    /// Whether two of slice `slice`'s ASCII characters lead `state` (its row built) to
-    /// different states.
-    fn mixed_at_once(&self, m: &Machine, slice: usize, state: u32) -> bool {
-        let mut targets = (self.slice_ascii_reps[slice].iter()).map(|&rep| m.step(state, rep));
-        let first = targets.next();
-        targets.any(|t| Some(t) != first)
-    }
-
-    /// Whether `state`'s own row shows that no slice serves it: every slice's ASCII characters
-    /// part ways at once ([`move_at_once`](Self::move_at_once)). A digit, a keyword's next
-    /// letter or the punctuation between an object's members is told so by its row alone,
-    /// where asking the slices in turn ([`slice_reach`](Self::slice_reach)) followed the first
-    /// one's characters ([`slice_move`](Self::slice_move): the exclusive lock, the steps, the
-    /// move recorded) before the row it built could answer for the others; asking the row
-    /// first takes 30% off the instructions of qwen2 `digits`'s first pass. The row is built
-    /// if it is not: following a slice's characters would build it, and so would the walk
-    /// that serves a state no slice does.
-    fn no_slice_at_once(&self, state: u32) -> Result<bool> {
-        let slices = self.slice_ascii_reps.len();
-        self.with_row(state, |m| {
-            (0..slices).all(|i| self.mixed_at_once(m, i, state))
-        })
     }
 
     /// The class slices that fit `state` (see [`crate::class_slice`]): one over the whole trie
