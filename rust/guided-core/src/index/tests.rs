@@ -1,3 +1,4 @@
+use super::machine::explore_step;
 use super::*;
 use crate::nfa::EmbeddedAutomaton;
 use crate::regex::parse;
