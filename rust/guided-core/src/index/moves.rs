@@ -8,8 +8,11 @@
 //! built on the way), so each answer is kept per slice and state, with what the answer allows
 //! beyond it: whether the state one copy on along a counted repetition may read its move off
 //! this one ([`MoveFlags`]), the state's place on such an orbit, and how many characters the
-//! chain of moves from it reads before it dies or parts ways ([`Reach`]). Cost: a few words per
-//! state and slice asked.
+//! chain of moves from it reads before it dies or parts ways ([`Reach`]). The index's side of
+//! it is here too: which slice to ask first, whether one fits a state
+//! ([`TokenIndex::slice_fit`]), and the moves themselves, answered by the row at once where a
+//! state reads a few characters, read off the copy before inside a counted string, and followed
+//! through the automaton otherwise. Cost: a few words per state and slice asked.
 
 use super::leaving::Orbit;
 use super::machine::{explore_step, Machine};
